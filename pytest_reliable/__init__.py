@@ -13,10 +13,10 @@ __version__ = "0.1.0"
 
 # name -> module that defines it; imported on first attribute access.
 _LAZY: dict[str, str] = {
-    "reliable": "pytest_reliable.markers",
-    "invariance": "pytest_reliable.markers",
-    "directional": "pytest_reliable.markers",
-    "mft": "pytest_reliable.markers",
+    "reliable": "pytest_reliable.plugin",
+    "invariance": "pytest_reliable.plugin",
+    "directional": "pytest_reliable.plugin",
+    "mft": "pytest_reliable.plugin",
     "text_model": "pytest_reliable.models.callables",
     "chat_model": "pytest_reliable.models.callables",
     "Space": "pytest_reliable.space",

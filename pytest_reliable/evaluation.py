@@ -1,0 +1,213 @@
+"""One evaluation, as data: plan x dataset -> prompts -> responses -> the score matrix.
+
+`evaluate` is the core's whole pipeline for one test and needs no pytest: a notebook can call it
+with a `Runner` and get the same `ScoreMatrix` the plugin reports on. Every number in every report
+is a function of that matrix (see `summary.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from pytest_reliable.models.base import SamplingParams
+from pytest_reliable.render import Prompt, render
+from pytest_reliable.runner import CallResult, Runner, number_samples
+from pytest_reliable.sampling import Cell as PlanCell
+from pytest_reliable.sampling import make_plan
+from pytest_reliable.space import Space, Variant
+
+CANONICAL = -1
+"""The resampling index of the canonical pass's cells."""
+
+
+@dataclass(frozen=True)
+class EvaluationSettings:
+    """What one `evaluate` call runs: ``n`` resamplings plus a canonical pass of ``k`` samples."""
+
+    n: int
+    mode: str = "ilr"
+    seed: int = 0
+    """The test's own seed (already derived from the session seed and the nodeid)."""
+    k: int = 1
+    temperature: float | None = None
+    """Temperature of the canonical pass; None = the canonical variant's."""
+    max_tokens: int = 32
+    nodeid: str = ""
+    """Scopes sample indexes at temperature > 0 and names the test in cache-miss errors."""
+
+
+@dataclass
+class CellResult:
+    """One rendered prompt, its answer and its grade."""
+
+    resampling: int
+    instance: int
+    sample: int
+    variant: Variant
+    prompt: Prompt
+    params: SamplingParams
+    text: str | None = None
+    score: float = 0.0
+    parsed: bool = False
+    prediction: Any = None
+    status: str = "ok"
+    error: str | None = None
+
+
+@dataclass
+class ScoreMatrix:
+    """Scores of ``n`` resamplings x ``N`` instances, the canonical pass, and the cells behind them."""
+
+    scores: np.ndarray
+    """(n, N): the score of instance i in resampling r."""
+    parsed: np.ndarray
+    """(n, N): whether the answer could be parsed."""
+    canonical_scores: np.ndarray
+    """(k, N): the canonical pass, sample j of instance i."""
+    canonical_parsed: np.ndarray
+    cells: list[CellResult]
+    """Resampling cells in plan order (r-major), then the canonical cells."""
+    calls_made: int = 0
+    calls_cached: int = 0
+    problems: list[str] = field(default_factory=list)
+    """Calls that were not run (budget) or failed for good, one line each."""
+
+    @property
+    def n_resamplings(self) -> int:
+        return int(self.scores.shape[0])
+
+    @property
+    def n_instances(self) -> int:
+        return int(self.scores.shape[1])
+
+    def resampling_scores(self) -> np.ndarray:
+        """One score per resampling (the mean over instances): what moments, ranges and n* use."""
+        return self.scores.mean(axis=1)
+
+    def resampling_cells(self) -> list[CellResult]:
+        return [c for c in self.cells if c.resampling != CANONICAL]
+
+    def canonical_cells(self) -> list[CellResult]:
+        return [c for c in self.cells if c.resampling == CANONICAL]
+
+    def head(self, n: int) -> ScoreMatrix:
+        """The first ``n`` resamplings (plans are prefix-consistent), with the same canonical pass.
+
+        Call counts stay those of the whole evaluation: the calls were made.
+        """
+        return replace(
+            self,
+            scores=self.scores[:n],
+            parsed=self.parsed[:n],
+            cells=[c for c in self.cells if c.resampling < n],
+        )
+
+
+def evaluate(
+    dataset: Sequence[dict[str, Any]],
+    task: Any,
+    space: Space,
+    settings: EvaluationSettings,
+    runner: Runner,
+) -> ScoreMatrix:
+    """Run ``settings.n`` resamplings and the canonical pass of ``dataset`` under ``space``."""
+    cells = plan_cells(dataset, task, space, settings)
+    requests = number_samples([(list(c.prompt.messages), c.params) for c in cells], settings.nodeid)
+    for cell, request in zip(cells, requests):
+        cell.sample = request.sample_index
+    results = runner.run(requests)
+    return grade_cells(dataset, task, cells, results, settings)
+
+
+def plan_cells(
+    dataset: Sequence[dict[str, Any]], task: Any, space: Space, settings: EvaluationSettings
+) -> list[CellResult]:
+    """Every prompt of the evaluation, in plan order: resamplings r-major, then the canonical pass."""
+    plan = make_plan(space, dataset, settings.n, mode=settings.mode, seed=settings.seed)
+    cells: list[CellResult] = []
+    for r in range(settings.n):
+        for i, example in enumerate(dataset):
+            cells.append(_cell(space, task, dataset, plan.cell(r, i), r, i, example, settings))
+    for i, example in enumerate(dataset):
+        planned = plan.canonical_cell(i)
+        temperature = (
+            settings.temperature if settings.temperature is not None else planned.variant.temperature
+        )
+        for _ in range(settings.k):
+            cell = _cell(space, task, dataset, planned, CANONICAL, i, example, settings)
+            cell.params = replace(cell.params, temperature=float(temperature))
+            cells.append(cell)
+    return cells
+
+
+def _cell(
+    space: Space,
+    task: Any,
+    dataset: Sequence[dict[str, Any]],
+    planned: PlanCell,
+    r: int,
+    i: int,
+    example: dict[str, Any],
+    settings: EvaluationSettings,
+) -> CellResult:
+    demos = [dataset[j] for j in planned.demos]
+    prompt = render(space, planned.variant, example, task, demos)
+    params = SamplingParams(
+        temperature=float(planned.variant.temperature), max_tokens=settings.max_tokens
+    )
+    return CellResult(r, i, 0, planned.variant, prompt, params)
+
+
+def grade_cells(
+    dataset: Sequence[dict[str, Any]],
+    task: Any,
+    cells: list[CellResult],
+    results: Sequence[CallResult],
+    settings: EvaluationSettings,
+) -> ScoreMatrix:
+    """Grade every answer; a call that did not complete scores 0 and is listed in ``problems``."""
+    n_instances = len(dataset)
+    scores = np.zeros((settings.n, n_instances))
+    parsed = np.zeros((settings.n, n_instances), dtype=bool)
+    canonical_scores = np.zeros((settings.k, n_instances))
+    canonical_parsed = np.zeros((settings.k, n_instances), dtype=bool)
+    canonical_seen = np.zeros(n_instances, dtype=int)
+    made = cached = 0
+    problems: list[str] = []
+    for cell, result in zip(cells, results):
+        cell.status = result.status
+        if result.status != "ok" or result.response is None:
+            cell.error = result.error or result.status
+            problems.append(f"{result.status}: {cell.error}")
+        else:
+            cached += int(result.cached)
+            made += int(not result.cached)
+            cell.text = result.response.text
+            grade = task.grade(cell.text, dataset[cell.instance], cell.prompt)
+            cell.score, cell.parsed, cell.prediction = (
+                float(grade.score),
+                bool(grade.parsed),
+                grade.prediction,
+            )
+        if cell.resampling == CANONICAL:
+            j = canonical_seen[cell.instance]
+            canonical_seen[cell.instance] += 1
+            canonical_scores[j, cell.instance] = cell.score
+            canonical_parsed[j, cell.instance] = cell.parsed
+        else:
+            scores[cell.resampling, cell.instance] = cell.score
+            parsed[cell.resampling, cell.instance] = cell.parsed
+    return ScoreMatrix(
+        scores=scores,
+        parsed=parsed,
+        canonical_scores=canonical_scores,
+        canonical_parsed=canonical_parsed,
+        cells=cells,
+        calls_made=made,
+        calls_cached=cached,
+        problems=problems,
+    )

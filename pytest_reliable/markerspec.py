@@ -1,0 +1,218 @@
+"""Marker arguments: the allowed names, their defaults and their validation (SPEC section 4).
+
+No pytest here: `parse_marker` turns a marker's kwargs into a frozen spec or raises
+`MarkerArgumentError`, which the plugin turns into a `pytest.UsageError` naming the test.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+MODES = ("ilr", "fixed")
+
+
+class MarkerArgumentError(ValueError):
+    """A marker argument is unknown or out of range; the message names argument, value, allowed."""
+
+    def __init__(self, marker: str, argument: str, value: Any, allowed: str) -> None:
+        self.marker, self.argument, self.value, self.allowed = marker, argument, value, allowed
+        super().__init__(
+            f"@pytest.mark.{marker}: argument {argument}={value!r} is not allowed; {allowed}"
+        )
+
+
+@dataclass(frozen=True)
+class ReliableSpec:
+    """The arguments of ``@pytest.mark.reliable``; None means "not set" (defaults apply)."""
+
+    space: Any = None
+    eps: float = 0.01
+    delta: float = 0.1
+    n: int | None = None
+    mode: str = "ilr"
+    confidence: float = 0.95
+    temperature: float | None = None
+    k: int = 1
+    min_cells: int = 20
+    max_tokens: int = 32
+    min_score: float | None = None
+    min_lower_ci: float | None = None
+    min_median: float | None = None
+    min_worst: float | None = None
+    max_spread: float | None = None
+    max_std: float | None = None
+    min_pass_at_k: float | None = None
+    min_pass_hat_k: float | None = None
+
+
+@dataclass(frozen=True)
+class ChecklistSpec:
+    """The arguments of ``invariance`` / ``directional`` / ``mft`` markers."""
+
+    kind: str
+    perturb: tuple[Any, ...] = ()
+    expect: Any = None
+    space: Any = None
+    confidence: float = 0.95
+    tolerance: float | None = None
+    gate_on_bound: bool = False
+    max_tokens: int = 32
+    thresholds: dict[str, float] = field(default_factory=dict)
+
+
+# Thresholds: name -> direction. Every one of them must lie in [0, 1].
+RELIABLE_THRESHOLDS: dict[str, str] = {
+    "min_score": "min",
+    "min_lower_ci": "min",
+    "min_median": "min",
+    "min_worst": "min",
+    "max_spread": "max",
+    "max_std": "max",
+    "min_pass_at_k": "min",
+    "min_pass_hat_k": "min",
+}
+CHECKLIST_THRESHOLDS: dict[str, dict[str, str]] = {
+    "invariance": {"max_flip_rate": "max"},
+    "directional": {"max_fail_rate": "max"},
+    "mft": {"min_pass": "min"},
+}
+CHECKLIST_DEFAULTS: dict[str, dict[str, float]] = {
+    "invariance": {"max_flip_rate": 0.0},
+    "directional": {"max_fail_rate": 0.0},
+    "mft": {},
+}
+_CHECKLIST_COMMON = {"space", "confidence", "max_tokens"}
+CHECKLIST_ARGUMENTS: dict[str, set[str]] = {
+    "invariance": {"perturb", "tolerance", "gate_on_bound", *_CHECKLIST_COMMON},
+    "directional": {"perturb", "expect", "gate_on_bound", *_CHECKLIST_COMMON},
+    "mft": {"gate_on_bound", *_CHECKLIST_COMMON},
+}
+RELIABLE_ARGUMENTS = set(ReliableSpec.__dataclass_fields__)
+
+
+def _number(marker: str, name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise MarkerArgumentError(marker, name, value, "it must be a number")
+    return float(value)
+
+
+def _open_unit(marker: str, name: str, value: Any) -> float:
+    number = _number(marker, name, value)
+    if not 0.0 < number < 1.0:
+        raise MarkerArgumentError(marker, name, value, "allowed: a number strictly between 0 and 1")
+    return number
+
+
+def _unit(marker: str, name: str, value: Any) -> float:
+    number = _number(marker, name, value)
+    if not 0.0 <= number <= 1.0:
+        raise MarkerArgumentError(marker, name, value, "allowed: a threshold in [0, 1]")
+    return number
+
+
+def _positive_int(marker: str, name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise MarkerArgumentError(marker, name, value, "allowed: an integer >= 1")
+    return value
+
+
+def _unknown(marker: str, kwargs: Mapping[str, Any], allowed: set[str]) -> None:
+    for name in kwargs:
+        if name not in allowed:
+            raise MarkerArgumentError(
+                marker, name, kwargs[name], "allowed arguments: " + ", ".join(sorted(allowed))
+            )
+
+
+def parse_reliable(kwargs: Mapping[str, Any], *, space_exists: Callable[[Any], bool]) -> ReliableSpec:
+    """Validate ``@pytest.mark.reliable(**kwargs)``. ``space_exists`` checks a space name."""
+    marker = "reliable"
+    _unknown(marker, kwargs, RELIABLE_ARGUMENTS)
+    values: dict[str, Any] = dict(kwargs)
+    for name in ("eps", "delta", "confidence"):
+        if name in values:
+            values[name] = _open_unit(marker, name, values[name])
+    for name in ("k", "min_cells", "max_tokens"):
+        if name in values:
+            values[name] = _positive_int(marker, name, values[name])
+    if values.get("n") is not None:
+        values["n"] = _positive_int(marker, "n", values["n"])
+    if values.get("temperature") is not None:
+        temperature = _number(marker, "temperature", values["temperature"])
+        if temperature < 0:
+            raise MarkerArgumentError(marker, "temperature", temperature, "allowed: a number >= 0")
+        values["temperature"] = temperature
+    if "mode" in values and values["mode"] not in MODES:
+        raise MarkerArgumentError(marker, "mode", values["mode"], "allowed: 'ilr' or 'fixed'")
+    for name in RELIABLE_THRESHOLDS:
+        if values.get(name) is not None:
+            values[name] = _unit(marker, name, values[name])
+    _check_space(marker, values.get("space"), space_exists)
+    return ReliableSpec(**values)
+
+
+def parse_checklist(
+    kind: str,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    *,
+    space_exists: Callable[[Any], bool],
+    perturbation_exists: Callable[[str, str], bool],
+) -> ChecklistSpec:
+    """Validate an ``invariance`` / ``directional`` / ``mft`` marker."""
+    allowed = CHECKLIST_ARGUMENTS[kind] | set(CHECKLIST_THRESHOLDS[kind])
+    if args:
+        raise MarkerArgumentError(kind, "positional arguments", args, "pass arguments by name")
+    _unknown(kind, kwargs, allowed)
+    thresholds = dict(CHECKLIST_DEFAULTS[kind])
+    for name in CHECKLIST_THRESHOLDS[kind]:
+        if kwargs.get(name) is not None:
+            thresholds[name] = _unit(kind, name, kwargs[name])
+    if kind == "mft" and "min_pass" not in thresholds:
+        raise MarkerArgumentError(kind, "min_pass", None, "mft needs min_pass=<a rate in [0, 1]>")
+    confidence = _open_unit(kind, "confidence", kwargs.get("confidence", 0.95))
+    perturb = kwargs.get("perturb", ())
+    if isinstance(perturb, str) or callable(perturb):
+        perturb = (perturb,)
+    perturb = tuple(perturb)
+    if kind != "mft" and not perturb:
+        raise MarkerArgumentError(kind, "perturb", perturb, "name at least one perturbation")
+    for item in perturb:
+        if isinstance(item, str):
+            if not perturbation_exists(kind, item):
+                raise MarkerArgumentError(kind, "perturb", item, "unknown perturbation name")
+        elif not callable(item):
+            raise MarkerArgumentError(
+                kind, "perturb", item, "a perturbation is a built-in name or a callable"
+            )
+    expect = kwargs.get("expect")
+    if kind == "directional" and expect is None:
+        raise MarkerArgumentError(
+            kind, "expect", None, "give a label, 'flip', 'increase', 'decrease' or a callable"
+        )
+    tolerance = kwargs.get("tolerance")
+    if tolerance is not None:
+        tolerance = _number(kind, "tolerance", tolerance)
+    max_tokens = _positive_int(kind, "max_tokens", kwargs.get("max_tokens", 32))
+    _check_space(kind, kwargs.get("space"), space_exists)
+    return ChecklistSpec(
+        kind=kind,
+        perturb=perturb,
+        expect=expect,
+        space=kwargs.get("space"),
+        confidence=confidence,
+        tolerance=tolerance,
+        gate_on_bound=bool(kwargs.get("gate_on_bound", False)),
+        max_tokens=max_tokens,
+        thresholds=thresholds,
+    )
+
+
+def _check_space(marker: str, space: Any, space_exists: Callable[[Any], bool]) -> None:
+    if space is not None and not space_exists(space):
+        raise MarkerArgumentError(
+            marker, "space", space, "name a space declared under `spaces:` in reliable.yaml"
+        )

@@ -1,0 +1,187 @@
+"""The report model: what one test produced, and its SPEC section 8 JSON entry.
+
+`ReliableReport` is what ``reliable.evaluate(...)`` returns; `ChecklistReport` what the CheckList
+methods return. Their ``entry()`` dicts are the only thing the writers (terminal, JSON, JUnit,
+Markdown) and pytest-xdist's controller ever see.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_reliable.evaluation import ScoreMatrix
+from pytest_reliable.gate import ThresholdCheck
+from pytest_reliable.space import Space
+from pytest_reliable.summary import Summary
+
+PROMPT_SHOWN_CHARS = 1500
+
+
+def render_messages(messages: Any) -> str:
+    """A chat prompt as a person reads it: one block per message, with its role."""
+    return "\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)
+
+
+@dataclass
+class ReliableReport:
+    """The result of one ``reliable.evaluate``: summary numbers, thresholds and the raw matrix."""
+
+    nodeid: str
+    model: str
+    space: Space
+    mode: str
+    eps: float
+    delta: float
+    summary: Summary
+    matrix: ScoreMatrix
+    thresholds: list[ThresholdCheck]
+    n_star_source: str | None
+    pilot_n: int | None
+    temperature: float
+    calls_made: int
+    calls_cached: int
+    problems: list[str] = field(default_factory=list)
+    fields: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.fields = self.summary.fields()
+
+    def __getattr__(self, name: str) -> Any:
+        # report.mean, report.canonical["score"], report.formats["min"], ... as in the JSON.
+        fields = self.__dict__.get("fields")
+        if fields is not None and name in fields:
+            return fields[name]
+        raise AttributeError(name)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems and all(check.passed for check in self.thresholds)
+
+    @property
+    def failed_thresholds(self) -> list[ThresholdCheck]:
+        return [check for check in self.thresholds if not check.passed]
+
+    def worst_variant(self) -> dict[str, Any] | None:
+        worst = self.summary.formats.worst
+        if worst is None or worst.example is None:
+            return None
+        return {
+            "key": worst.key,
+            "grouping": self.summary.formats.grouping,
+            "score": worst.score,
+            "description": worst.description,
+            "prompt": render_messages(worst.example.prompt.messages),
+            "answer": worst.example.text,
+        }
+
+    def failure_message(self) -> str:
+        lines = [f"reliable gate failed for {self.nodeid} (model {self.model})"]
+        for problem in _unique(self.problems)[:5]:
+            lines.append(f"  not evaluated: {problem}")
+        grouping = self.summary.formats.grouping
+        for check in self.failed_thresholds:
+            where = f" (grouping: {grouping})" if check.name in ("min_worst", "max_spread",
+                                                                 "min_median") else ""
+            lines.append(f"  {check.describe()}{where}")
+        worst = self.worst_variant()
+        if worst is not None and self.failed_thresholds:
+            lines.append(
+                f"  worst {worst['grouping']} group: {worst['description']} "
+                f"scored {worst['score']:.3f}"
+            )
+            prompt = worst["prompt"]
+            if len(prompt) > PROMPT_SHOWN_CHARS:
+                prompt = prompt[:PROMPT_SHOWN_CHARS] + " [...]"
+            lines.append("  its rendered prompt for one instance:")
+            lines.extend("    " + line for line in prompt.splitlines())
+            lines.append(f"  the model answered: {worst['answer']!r}")
+        return "\n".join(lines)
+
+    def entry(self, verdict: str) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "nodeid": self.nodeid,
+            "kind": "reliable",
+            "verdict": verdict,
+            "model": self.model,
+            "space": self.space.name,
+            "space_hash": self.space.hash,
+            "mode": self.mode,
+            **self.fields,
+            "temperature": self.temperature,
+            "eps": self.eps,
+            "delta": self.delta,
+            "n_star_source": self.n_star_source,
+            "pilot_n": self.pilot_n,
+            "calls": {"made": self.calls_made, "cached": self.calls_cached},
+            "thresholds": [check.as_dict() for check in self.thresholds],
+            "worst_variant": self.worst_variant(),
+            "message": None if self.passed else self.failure_message(),
+        }
+        return json_safe(data)
+
+
+@dataclass
+class ChecklistReport:
+    """The result of ``reliable.invariance/directional/mft``: a CheckList result with context."""
+
+    nodeid: str
+    model: str
+    space_hash: str | None
+    result: Any
+    """A `pytest_reliable.checklist.ChecklistResult`."""
+    calls_made: int
+    calls_cached: int
+    problems: list[str] = field(default_factory=list)
+
+    def __getattr__(self, name: str) -> Any:
+        result = self.__dict__.get("result")
+        if result is None:
+            raise AttributeError(name)
+        return getattr(result, name)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems and bool(self.result.passed)
+
+    def failure_message(self) -> str:
+        lines = [f"{self.result.kind} test failed for {self.nodeid} (model {self.model})"]
+        for problem in _unique(self.problems)[:5]:
+            lines.append(f"  not evaluated: {problem}")
+        lines.append(self.result.message())
+        return "\n".join(lines)
+
+    def entry(self, verdict: str) -> dict[str, Any]:
+        data = dict(self.result.as_dict())
+        data.update(
+            {
+                "nodeid": self.nodeid,
+                "kind": self.result.kind,
+                "verdict": verdict,
+                "model": self.model,
+                "space_hash": self.space_hash,
+                "calls": {"made": self.calls_made, "cached": self.calls_cached},
+                "message": None if self.passed else self.failure_message(),
+            }
+        )
+        return json_safe(data)
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def json_safe(value: Any) -> Any:
+    """NaN/inf -> None, tuples -> lists, numpy scalars -> Python: what JSON and execnet carry."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)

@@ -1,0 +1,366 @@
+"""One run's state and the work a test asks for, without pytest.
+
+`ReliableSession` owns what lives for a whole run: the settings, the declared spaces, the response
+cache, the budget, the embedded model server (started on first use, stopped by `close`) and the n*
+store. `run_reliable` and `run_checklist` are what the ``reliable`` fixture calls; the plugin only
+translates between pytest and these.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_reliable import stats
+from pytest_reliable.cache import ResponseCache
+from pytest_reliable.data import Dataset
+from pytest_reliable.evaluation import EvaluationSettings, ScoreMatrix, evaluate
+from pytest_reliable.gate import ThresholdCheck
+from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
+from pytest_reliable.models.base import AsyncModel, ModelSetupError, SamplingParams
+from pytest_reliable.nstar_store import NStarKey, NStarStore
+from pytest_reliable.report.model import ChecklistReport, ReliableReport
+from pytest_reliable.runner import Budget, ProgressEvent, Runner, number_samples
+from pytest_reliable.sampling import derive_seed
+from pytest_reliable.space import Space
+from pytest_reliable.summary import summarize
+
+DEFAULT_N = 10
+REMOTE_CONCURRENCY = 8
+LOCAL_MODEL = "local"
+
+
+@dataclass
+class Settings:
+    """Run-wide settings (command line, environment, ini), already validated."""
+
+    rootdir: Path
+    n: int | str | None = None
+    """An int, "auto", or None (the marker's n, else 10)."""
+    pilot_n: int = 100
+    reference_model: str | None = None
+    seed: int = 0
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    concurrency: int | None = None
+    timeout: float = 60.0
+    max_retries: int = 5
+    budget_calls: int | None = None
+    budget_tokens: int | None = None
+    cache_path: Path | None = None
+    no_cache: bool = False
+    record: str = "new"
+    store_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.cache_path is None:
+            self.cache_path = self.rootdir / ".reliable" / "cache.sqlite"
+        if self.store_dir is None:
+            self.store_dir = self.rootdir / ".reliable" / "n_star"
+
+
+ProgressCallback = Callable[[str, ProgressEvent], None]
+
+
+@dataclass
+class ReliableSession:
+    settings: Settings
+    spaces: dict[str, Space] = field(default_factory=dict)
+    on_progress: ProgressCallback | None = None
+    _cache: ResponseCache | None = field(default=None, init=False)
+    _budget: Budget | None = field(default=None, init=False)
+    _local_server: Any = field(default=None, init=False)
+    _models: dict[str, AsyncModel] = field(default_factory=dict, init=False)
+
+    # -- resources -------------------------------------------------------------------------
+    @property
+    def cache(self) -> ResponseCache:
+        if self._cache is None:
+            if self.settings.no_cache:
+                self._cache = ResponseCache.memory()
+            else:
+                assert self.settings.cache_path is not None
+                self._cache = ResponseCache.open(self.settings.cache_path, self.settings.record)
+        return self._cache
+
+    @property
+    def budget(self) -> Budget | None:
+        if self._budget is None and (self.settings.budget_calls or self.settings.budget_tokens):
+            self._budget = Budget(
+                max_calls=self.settings.budget_calls, max_tokens=self.settings.budget_tokens
+            )
+        return self._budget
+
+    def close(self) -> None:
+        if self._local_server is not None:
+            self._local_server.stop()
+            self._local_server = None
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+
+    # -- models ----------------------------------------------------------------------------
+    def model_named(self, name: str | None) -> AsyncModel:
+        """``None``/"local" = the embedded model; any other name = the OpenAI-compatible adapter."""
+        key = name or LOCAL_MODEL
+        if key not in self._models:
+            if key == LOCAL_MODEL:
+                from pytest_reliable.models.local import LocalModelServer
+
+                if self._local_server is None:
+                    server = LocalModelServer()
+                    server.start()
+                    self._local_server = server
+                self._models[key] = self._local_server.model()
+            else:
+                from pytest_reliable.models.openai_compat import OpenAICompatibleModel
+
+                self._models[key] = OpenAICompatibleModel(
+                    key, self.settings.base_url, api_key_env=self.settings.api_key_env
+                )
+        return self._models[key]
+
+    def default_model(self) -> AsyncModel:
+        """The model under test when no ``reliable_model`` fixture gives one."""
+        return self.model_named(self.settings.model)
+
+    def resolve_model(self, user_model: Any) -> AsyncModel:
+        if user_model is None:
+            return self.default_model()
+        from pytest_reliable.models.callables import as_async_model
+
+        return as_async_model(user_model)
+
+    def runner(self, model: AsyncModel, nodeid: str) -> Runner:
+        concurrency = self.settings.concurrency
+        if concurrency is None:
+            concurrency = 1 if model.identity.startswith("local:") else REMOTE_CONCURRENCY
+
+        def progress(event: ProgressEvent) -> None:
+            if self.on_progress is not None:
+                self.on_progress(nodeid, event)
+
+        return Runner(
+            model,
+            self.cache,
+            concurrency=concurrency,
+            timeout=self.settings.timeout,
+            max_retries=self.settings.max_retries,
+            budget=self.budget,
+            on_progress=progress,
+        )
+
+    # -- spaces and data -------------------------------------------------------------------
+    def space(self, space: Space | str | None) -> Space:
+        if isinstance(space, Space):
+            return space
+        if space is None:
+            return self.spaces.get("default") or Space.default()
+        if space not in self.spaces:
+            raise ModelSetupError(
+                f"space {space!r} is not declared; declared spaces: {sorted(self.spaces) or 'none'}"
+            )
+        return self.spaces[space]
+
+    def space_exists(self, space: Any) -> bool:
+        return isinstance(space, Space) or space in self.spaces
+
+    @staticmethod
+    def dataset(data: Any) -> Dataset:
+        return data if isinstance(data, Dataset) else Dataset.from_records(list(data))
+
+    # -- reliable tests --------------------------------------------------------------------
+    def run_reliable(
+        self, nodeid: str, data: Any, task: Any, spec: ReliableSpec, user_model: Any = None
+    ) -> ReliableReport:
+        dataset = self.dataset(data)
+        task.validate(dataset)
+        space = self.space(spec.space)
+        model = self.resolve_model(user_model)
+        seed = derive_seed(self.settings.seed, nodeid)
+        base = EvaluationSettings(
+            n=1,
+            mode=spec.mode,
+            seed=seed,
+            k=spec.k,
+            temperature=spec.temperature,
+            max_tokens=spec.max_tokens,
+            nodeid=nodeid,
+        )
+
+        def run(n: int, on: AsyncModel) -> ScoreMatrix:
+            settings = EvaluationSettings(**{**base.__dict__, "n": n})
+            return evaluate(dataset, task, space, settings, self.runner(on, nodeid))
+
+        # (n*, reliable, achievable eps) from a pilot or the store; None = from the resamplings.
+        n_star_override: tuple[int, bool, float] | None = None
+        n_star_source: str | None = "resamplings"
+        pilot_n: int | None = None
+        extra_made = extra_cached = 0
+        if spec.n is None and self.settings.n == "auto":
+            reference = (
+                self.model_named(self.settings.reference_model)
+                if self.settings.reference_model
+                else model
+            )
+            key = NStarKey(
+                nodeid=nodeid, space_hash=space.hash, dataset_hash=dataset.hash,
+                reference_model=reference.identity, mode=spec.mode, eps=spec.eps,
+                delta=spec.delta, seed=self.settings.seed, pilot_n=self.settings.pilot_n,
+            )
+            assert self.settings.store_dir is not None
+            store = NStarStore(self.settings.store_dir)
+            stored = store.get(key)
+            if stored is not None:
+                n_star_source = "store"
+                n_star_override = (
+                    int(stored["n_star"]), bool(stored["reliable"]),
+                    float(stored["achievable_eps"]),
+                )
+                matrix = run(n_star_override[0], model)
+            else:
+                n_star_source, pilot_n = "pilot", self.settings.pilot_n
+                pilot = run(self.settings.pilot_n, reference)
+                found = stats.min_reliable_n(
+                    pilot.resampling_scores(), eps=spec.eps, delta=spec.delta
+                )
+                n_star_override = (
+                    int(found.n_star), bool(found.reliable), float(found.achievable_eps)
+                )
+                store.put(key, n_star=n_star_override[0], reliable=n_star_override[1],
+                          achievable_eps=n_star_override[2])
+                if reference is model:
+                    # Prefix-consistent plans: the pilot's first n* resamplings are the gate,
+                    # and every pilot call counts.
+                    matrix = pilot.head(n_star_override[0])
+                else:
+                    extra_made, extra_cached = pilot.calls_made, pilot.calls_cached
+                    matrix = run(n_star_override[0], model)
+        else:
+            n = spec.n or (self.settings.n if isinstance(self.settings.n, int) else DEFAULT_N)
+            matrix = run(int(n), model)
+
+        summary = summarize(
+            matrix, space, mode=spec.mode, eps=spec.eps, delta=spec.delta,
+            min_cells=spec.min_cells, confidence=spec.confidence,
+        )
+        if n_star_override is not None:
+            summary.n_star, summary.n_star_reliable, summary.achievable_eps = n_star_override
+        if summary.n_star is None:
+            n_star_source = None
+        temperature = (
+            spec.temperature if spec.temperature is not None
+            else space.canonical_variant().temperature
+        )
+        return ReliableReport(
+            nodeid=nodeid,
+            model=model.identity,
+            space=space,
+            mode=spec.mode,
+            eps=spec.eps,
+            delta=spec.delta,
+            summary=summary,
+            matrix=matrix,
+            thresholds=reliable_thresholds(spec, summary),
+            n_star_source=n_star_source,
+            pilot_n=pilot_n,
+            temperature=float(temperature),
+            calls_made=matrix.calls_made + extra_made,
+            calls_cached=matrix.calls_cached + extra_cached,
+            problems=list(matrix.problems),
+        )
+
+    # -- CheckList tests -------------------------------------------------------------------
+    def run_checklist(
+        self, nodeid: str, data: Any, task: Any, spec: ChecklistSpec, user_model: Any = None
+    ) -> ChecklistReport:
+        from pytest_reliable import checklist
+
+        dataset = self.dataset(data)
+        task.validate(dataset)
+        model = self.resolve_model(user_model)
+        runner = self.runner(model, nodeid)
+        space = self.space(spec.space) if spec.space is not None else None
+        seed = derive_seed(self.settings.seed, nodeid)
+        calls = {"made": 0, "cached": 0}
+        problems: list[str] = []
+
+        def predict(examples: Sequence[dict[str, Any]]) -> list[Any]:
+            prompts = [checklist_prompt(task, example, space) for example in examples]
+            params = SamplingParams(temperature=0.0, max_tokens=spec.max_tokens)
+            requests = number_samples([(list(p.messages), params) for p in prompts], nodeid)
+            predictions = []
+            for example, prompt, result in zip(examples, prompts, runner.run(requests)):
+                if result.status != "ok" or result.response is None:
+                    problems.append(f"{result.status}: {result.error}")
+                    predictions.append(checklist.Prediction(None, False, ""))
+                    continue
+                calls["cached" if result.cached else "made"] += 1
+                text = result.response.text
+                grade = task.grade(text, example, prompt)
+                predictions.append(checklist.Prediction(grade.prediction, grade.parsed, text))
+            return predictions
+
+        records = list(dataset)
+        perturb = [checklist.resolve_perturbation(p, kind=spec.kind) for p in spec.perturb]
+        if spec.kind == "invariance":
+            result = checklist.run_invariance(
+                records, perturb, predict, seed=seed, confidence=spec.confidence,
+                tolerance=spec.tolerance, gate_on_bound=spec.gate_on_bound,
+                **spec.thresholds,
+            )
+        elif spec.kind == "directional":
+            result = checklist.run_directional(
+                records, perturb, predict, expect=spec.expect, seed=seed,
+                confidence=spec.confidence, gate_on_bound=spec.gate_on_bound, **spec.thresholds,
+            )
+        else:
+            result = checklist.run_mft(
+                records, predict, confidence=spec.confidence, gate_on_bound=spec.gate_on_bound,
+                **spec.thresholds,
+            )
+        return ChecklistReport(
+            nodeid=nodeid,
+            model=model.identity,
+            space_hash=space.hash if space is not None else None,
+            result=result,
+            calls_made=calls["made"],
+            calls_cached=calls["cached"],
+            problems=problems,
+        )
+
+
+def checklist_prompt(task: Any, example: dict[str, Any], space: Space | None) -> Any:
+    """CheckList rendering: the space's canonical variant when one is given, else the task's own."""
+    from pytest_reliable.render import render
+
+    if space is None:
+        space = Space.plain()
+    return render(space, space.canonical_variant(), example, task, [])
+
+
+def reliable_thresholds(spec: ReliableSpec, summary: Any) -> list[ThresholdCheck]:
+    observed = {
+        "min_score": summary.mean,
+        "min_lower_ci": summary.wilson_low,
+        "min_median": summary.formats.median,
+        "min_worst": summary.formats.minimum,
+        "max_spread": summary.formats.spread,
+        "max_std": summary.std,
+        "min_pass_at_k": summary.pass_at_k,
+        "min_pass_hat_k": summary.pass_hat_k,
+    }
+    checks = []
+    for name, direction in RELIABLE_THRESHOLDS.items():
+        limit = getattr(spec, name)
+        if limit is None:
+            continue
+        value = observed[name]
+        if value is not None and isinstance(value, float) and math.isnan(value):
+            value = None
+        checks.append(ThresholdCheck(name, float(limit), value, direction))  # type: ignore[arg-type]
+    return checks
