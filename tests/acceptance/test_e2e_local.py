@@ -1,0 +1,65 @@
+"""End to end against the embedded SmolLM2-135M-Instruct (needs the `local` extra; runs in CI)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from tests.acceptance.helpers import by_test, run_json
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        importlib.util.find_spec("llama_cpp") is None,
+        reason='needs the embedded model: pip install "pytest-reliable[local]"',
+    ),
+]
+
+TESTS = '''
+import pytest
+from pytest_reliable import Classification, Dataset
+
+DATA = Dataset.from_records([
+    {"text": "Best phone I have owned, the battery lasts for days.", "label": "positive"},
+    {"text": "It broke after a week and support never answered.", "label": "negative"},
+    {"text": "Friendly staff and a spotless room with a sea view.", "label": "positive"},
+    {"text": "Cold soup, stale bread and an hour of waiting.", "label": "negative"},
+])
+TASK = Classification(labels=["positive", "negative"])
+
+
+@pytest.mark.reliable(space="tiny", n=2, min_score=0.5)
+def test_sentiment(reliable):
+    report = reliable.evaluate(DATA, TASK)
+    assert 0.0 <= report.mean <= 1.0
+'''
+
+YAML = '''
+spaces:
+  tiny:
+    instruction: ["What is the sentiment of the following review?", "Label the review."]
+    enumerator: [upper, number]
+'''
+
+
+def test_gate_against_the_embedded_model(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", reliable=YAML)
+    pytester.makepyfile(test_e2e=TESTS)
+    result, report = run_json(pytester)
+    entry = by_test(report)["test_sentiment"]
+    assert entry["model"].startswith("local:SmolLM2-135M-Instruct")
+    assert entry["n_resamplings"] == 2
+    assert entry["calls"]["made"] + entry["calls"]["cached"] == 4 * (2 + 1)
+    for field in ("mean", "std", "canonical", "formats", "orders", "dimensions", "pass_at_1",
+                  "n_star", "thresholds", "space_hash"):
+        assert field in entry
+    [check] = entry["thresholds"]
+    expected = "passed" if entry["mean"] >= 0.5 else "failed"
+    assert entry["verdict"] == expected and check["passed"] == (expected == "passed")
+    result.assert_outcomes(**{expected: 1})
+
+    # A second run replays every call from the cache.
+    _, replay = run_json(pytester, name="replay.json")
+    again = by_test(replay)["test_sentiment"]
+    assert again["calls"]["made"] == 0 and again["mean"] == entry["mean"]
