@@ -1,0 +1,629 @@
+"""Statistics of score vectors (SPEC section 6). Pure numpy / scipy / statsmodels, no I/O.
+
+Conventions, in brief (each function's docstring states its own):
+
+- A *score vector* is a non-empty 1-D sequence of finite floats (one score per resampling /
+  paraphrase / variant). NaN or infinite scores raise ``ValueError``; so do empty vectors and, for
+  paired functions, vectors of different lengths.
+- Variances are population variances (``ddof=0``) everywhere except in :func:`orp`, which follows
+  ILR and uses sample standard deviations (``ddof=1``) and Pearson's rho.
+- Percentiles are numpy's default (``method="linear"``).
+- Randomness only ever comes from ``numpy.random.default_rng(seed)``; global random state is never
+  touched, so the same seed gives the same result.
+- Invalid arguments raise ``ValueError`` whose message names the argument and its allowed range.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+from scipy import stats as _sps
+from statsmodels.stats.contingency_tables import mcnemar as _sm_mcnemar
+from statsmodels.stats.proportion import proportion_confint
+
+__all__ = [
+    "McNemarResult",
+    "Moments",
+    "NStarResult",
+    "ORPResult",
+    "PairedComparison",
+    "Ranges",
+    "avgp",
+    "bootstrap_ci",
+    "cps",
+    "maxp",
+    "mcnemar_exact",
+    "min_reliable_n",
+    "moments",
+    "orp",
+    "paired_comparison",
+    "pass_at_k",
+    "pass_hat_k",
+    "ranges",
+    "wilson_interval",
+]
+
+ArrayLike = npt.ArrayLike
+FloatArray = npt.NDArray[np.float64]
+
+_EXACT_COMB_LIMIT = 5_000
+"""pass@k / pass^k use exact rational arithmetic up to this n, a float product form above."""
+
+_ORP_ZERO_RTOL = 1e-12
+"""sigma_d^2 below this fraction of s_a^2 + s_b^2 is round-off: sigma_d is taken as 0."""
+
+
+# --------------------------------------------------------------------------- validation helpers
+
+
+def _scores(values: ArrayLike, name: str = "scores") -> FloatArray:
+    """``values`` as a 1-D float64 array; ValueError when empty, not 1-D, NaN or infinite."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a 1-D sequence of numbers") from exc
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D sequence of numbers, got {arr.ndim} dimensions")
+    if arr.size == 0:
+        raise ValueError(f"{name} must not be empty (need at least 1 score)")
+    if np.isnan(arr).any():
+        raise ValueError(f"{name} must not contain NaN (every score must be a finite number)")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} must be finite (no inf)")
+    return arr
+
+
+def _paired(a: ArrayLike, b: ArrayLike, name_a: str, name_b: str) -> tuple[FloatArray, FloatArray]:
+    x, y = _scores(a, name_a), _scores(b, name_b)
+    if x.size != y.size:
+        raise ValueError(
+            f"{name_a} and {name_b} must have the same length (paired), got {x.size} and {y.size}"
+        )
+    return x, y
+
+
+def _open_unit(value: float, name: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}") from exc
+    if not 0.0 < v < 1.0:  # also rejects NaN
+        raise ValueError(f"{name} must be in (0, 1) (exclusive), got {value!r}")
+    return v
+
+
+def _count(value: Any, name: str, minimum: int = 0) -> int:
+    """An integral count >= minimum (ints, numpy ints and integral floats are accepted)."""
+    integral = not isinstance(value, bool) and (
+        isinstance(value, (int, np.integer))
+        or (isinstance(value, (float, np.floating)) and float(value).is_integer())
+    )
+    if not integral:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    v = int(value)
+    if v < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return v
+
+
+# --------------------------------------------------------------------------- proportions, pass@k
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for ``successes`` out of ``n`` trials (two-sided, ``confidence``).
+
+    Computed by ``statsmodels.stats.proportion.proportion_confint(method="wilson")`` and clipped
+    to [0, 1] (and to contain successes / n) against floating-point round-off.
+    ``n >= 1``, ``0 <= successes <= n``, ``confidence`` in (0, 1).
+    """
+    n_i = _count(n, "n", minimum=1)
+    c_i = _count(successes, "successes", minimum=0)
+    if c_i > n_i:
+        raise ValueError(f"successes must be in [0, n] = [0, {n_i}], got {successes!r}")
+    conf = _open_unit(confidence, "confidence")
+    low, high = proportion_confint(c_i, n_i, alpha=1.0 - conf, method="wilson")
+    p = c_i / n_i
+    low_f = min(max(float(low), 0.0), p)
+    high_f = max(min(float(high), 1.0), p)
+    return low_f, high_f
+
+
+def _check_nck(n: Any, c: Any, k: Any) -> tuple[int, int, int]:
+    n_i = _count(n, "n", minimum=1)
+    c_i = _count(c, "c", minimum=0)
+    k_i = _count(k, "k", minimum=1)
+    if c_i > n_i:
+        raise ValueError(f"c must be in [0, n] = [0, {n_i}], got {c!r}")
+    if k_i > n_i:
+        raise ValueError(f"k must be in [1, n] = [1, {n_i}], got {k!r}")
+    return n_i, c_i, k_i
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of Chen et al. (2021): ``1 - C(n-c, k) / C(n, k)``.
+
+    ``n`` samples of which ``c`` are correct; ``1 <= k <= n``, ``0 <= c <= n``. Exact rational
+    arithmetic (then rounded once to float) for ``n <= 5000``, so pass@1 == c / n exactly and the
+    estimator is monotone in k and c; above that the stable product form
+    ``1 - prod_{i=n-c+1}^{n} (1 - k / i)``.
+    """
+    n_i, c_i, k_i = _check_nck(n, c, k)
+    if n_i - c_i < k_i:
+        return 1.0
+    if c_i == 0:
+        return 0.0
+    if n_i <= _EXACT_COMB_LIMIT:
+        return float(1 - Fraction(math.comb(n_i - c_i, k_i), math.comb(n_i, k_i)))
+    factors = 1.0 - k_i / np.arange(n_i - c_i + 1, n_i + 1, dtype=np.float64)
+    return float(1.0 - np.exp(np.sum(np.log(factors))))
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """pass^k of tau-bench: ``C(c, k) / C(n, k)``, the chance that k draws (without replacement)
+    from the n samples are all correct. Same argument ranges as :func:`pass_at_k`; exact rational
+    arithmetic for ``n <= 5000``, a float product form ``prod_{i=0}^{k-1} (c-i)/(n-i)`` above."""
+    n_i, c_i, k_i = _check_nck(n, c, k)
+    if c_i < k_i:
+        return 0.0
+    if n_i <= _EXACT_COMB_LIMIT:
+        return float(Fraction(math.comb(c_i, k_i), math.comb(n_i, k_i)))
+    i = np.arange(k_i, dtype=np.float64)
+    return float(np.exp(np.sum(np.log((c_i - i) / (n_i - i)))))
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+class Moments(NamedTuple):
+    """Mean, population variance (ddof=0), its square root and the number of scores."""
+
+    mean: float
+    variance: float
+    std: float
+    n: int
+
+
+def moments(scores: ArrayLike) -> Moments:
+    """Mean, population variance (``ddof=0``), std (= sqrt of that variance) and n of ``scores``."""
+    x = _scores(scores)
+    var = float(np.var(x))
+    return Moments(mean=float(np.mean(x)), variance=var, std=math.sqrt(var), n=int(x.size))
+
+
+class Ranges(NamedTuple):
+    """Five-number summary plus IQR (numpy linear percentiles)."""
+
+    min: float
+    q1: float
+    median: float
+    q3: float
+    max: float
+    iqr: float
+
+
+def ranges(values: ArrayLike) -> Ranges:
+    """min, 25th percentile, median, 75th percentile, max and IQR = q3 - q1 of ``values``
+    (``numpy.percentile`` with its default linear interpolation)."""
+    x = _scores(values, "values")
+    lo, q1, med, q3, hi = (float(v) for v in np.percentile(x, [0.0, 25.0, 50.0, 75.0, 100.0]))
+    return Ranges(min=lo, q1=q1, median=med, q3=q3, max=hi, iqr=q3 - q1)
+
+
+def bootstrap_ci(
+    values: ArrayLike,
+    statistic: Callable[..., Any] = np.mean,
+    confidence: float = 0.95,
+    n_resamples: int = 9_999,
+    seed: int | None = 0,
+    method: str = "percentile",
+) -> tuple[float, float]:
+    """Two-sided bootstrap confidence interval ``(low, high)`` of ``statistic(values)``.
+
+    ``scipy.stats.bootstrap`` with ``rng=numpy.random.default_rng(seed)``; ``method`` defaults to
+    ``"percentile"`` (robust on the small, discrete score vectors we see; pass ``"BCa"`` or
+    ``"basic"`` for scipy's others). ``statistic`` must accept an ``axis`` keyword (numpy
+    reductions do). Degenerate input (all values equal, including a single value) returns
+    ``(v, v)`` with ``v = statistic(values)`` and never a NaN or a warning. If scipy still
+    returns a NaN end (e.g. BCa on nearly degenerate data) the percentile method is used instead.
+    """
+    x = _scores(values, "values")
+    conf = _open_unit(confidence, "confidence")
+    reps = _count(n_resamples, "n_resamples", minimum=1)
+    if np.all(x == x[0]):
+        v = float(statistic(x))
+        return v, v
+
+    def run(m: str) -> tuple[float, float]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = _sps.bootstrap(
+                (x,),
+                statistic,
+                n_resamples=reps,
+                confidence_level=conf,
+                method=m,
+                rng=np.random.default_rng(seed),
+            )
+        return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+    low, high = run(method)
+    if not (math.isfinite(low) and math.isfinite(high)) and method != "percentile":
+        low, high = run("percentile")
+    if not (math.isfinite(low) and math.isfinite(high)):
+        v = float(statistic(x))
+        return v, v
+    return low, high
+
+
+# --------------------------------------------------------------------------- multi-prompt metrics
+
+
+def avgp(scores: ArrayLike) -> float:
+    """AvgP of Mizrahi et al.: the mean score over paraphrases.
+
+    Summed left to right (``numpy.cumsum``), then divided by the count: this is how the published
+    tables were computed and reproduces them bit for bit (numpy's pairwise ``mean`` differs in the
+    last bit on about 80% of the cells)."""
+    x = _scores(scores)
+    return float(np.cumsum(x)[-1]) / x.size
+
+
+def maxp(scores: ArrayLike) -> float:
+    """MaxP of Mizrahi et al.: the best score over paraphrases."""
+    return float(np.max(_scores(scores)))
+
+
+def cps(scores: ArrayLike) -> float:
+    """CPS of Mizrahi et al.: ``MaxP * (1 - (MaxP - AvgP))`` (evaluated in exactly this order)."""
+    best, mean = maxp(scores), avgp(scores)
+    return best * (1 - (best - mean))
+
+
+# --------------------------------------------------------------------------- paired comparisons
+
+
+@dataclass(frozen=True)
+class McNemarResult:
+    """Exact McNemar test on paired 0/1 outcomes.
+
+    ``a_only``: pairs where a succeeded and b failed; ``b_only``: the reverse (the discordant
+    counts); ``p_value``: two-sided exact binomial p-value on the discordant pairs (1.0 when there
+    are none); ``n``: number of pairs."""
+
+    p_value: float
+    a_only: int
+    b_only: int
+    n: int
+
+
+def mcnemar_exact(outcomes_a: ArrayLike, outcomes_b: ArrayLike) -> McNemarResult:
+    """Exact McNemar test (``statsmodels ... mcnemar(exact=True)``) of two models' paired 0/1
+    outcomes on the same items. Outcomes must be 0/1 (or booleans) and of the same length."""
+    a, b = _paired(outcomes_a, outcomes_b, "outcomes_a", "outcomes_b")
+    for arr, name in ((a, "outcomes_a"), (b, "outcomes_b")):
+        if not np.isin(arr, (0.0, 1.0)).all():
+            raise ValueError(f"{name} must contain only 0/1 outcomes")
+    ai, bi = a.astype(bool), b.astype(bool)
+    both = int(np.sum(ai & bi))
+    a_only = int(np.sum(ai & ~bi))
+    b_only = int(np.sum(~ai & bi))
+    neither = int(a.size) - both - a_only - b_only
+    if a_only + b_only == 0:
+        p = 1.0
+    else:
+        p = float(_sm_mcnemar([[both, a_only], [b_only, neither]], exact=True).pvalue)
+        p = min(max(p, 0.0), 1.0)
+    return McNemarResult(p_value=p, a_only=a_only, b_only=b_only, n=int(a.size))
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Model a vs model b on the same variants.
+
+    ``mean_difference`` = mean(a - b); ``low``/``high`` its paired-bootstrap interval at
+    ``confidence``; ``mcnemar`` the exact McNemar test when both vectors are 0/1, else None."""
+
+    mean_difference: float
+    low: float
+    high: float
+    confidence: float
+    n: int
+    mcnemar: McNemarResult | None
+
+
+def paired_comparison(
+    scores_a: ArrayLike,
+    scores_b: ArrayLike,
+    confidence: float = 0.95,
+    n_resamples: int = 9_999,
+    seed: int | None = 0,
+) -> PairedComparison:
+    """Paired comparison of two models scored on the same variants (index i of both vectors is
+    the same variant): the mean difference a - b with a paired bootstrap interval (variants are
+    resampled together, i.e. the per-variant differences are resampled; see :func:`bootstrap_ci`
+    for the method and the degenerate case), plus the exact McNemar test when both are 0/1."""
+    a, b = _paired(scores_a, scores_b, "scores_a", "scores_b")
+    conf = _open_unit(confidence, "confidence")
+    diff = a - b
+    low, high = bootstrap_ci(diff, np.mean, confidence=conf, n_resamples=n_resamples, seed=seed)
+    binary = bool(np.isin(a, (0.0, 1.0)).all() and np.isin(b, (0.0, 1.0)).all())
+    return PairedComparison(
+        mean_difference=float(np.mean(diff)),
+        low=low,
+        high=high,
+        confidence=conf,
+        n=int(a.size),
+        mcnemar=mcnemar_exact(a, b) if binary else None,
+    )
+
+
+# --------------------------------------------------------------------------- ReliableEval n*
+
+
+@dataclass(frozen=True, eq=False)
+class NStarResult:
+    """ReliableEval's minimal number of resamplings (see :func:`min_reliable_n`).
+
+    ``mean_upper[n-1]`` / ``var_upper[n-1]``: the (1 - delta/2) percentile of the absolute
+    deviation of a size-n subset's mean / population variance from the full vector's.
+    ``n_star_mean`` / ``n_star_var``: first n whose upper end is <= eps; ``n_star`` the larger.
+    ``reliable``: False when n_star == N (the pilot cannot show reliability at (eps, delta)).
+    ``achievable_eps``: the larger of the two upper ends at n = N - 1, the eps the data can vouch
+    for: with ``eps >= achievable_eps`` both curves have crossed by N - 1, so n* < N (it may also
+    hold for a smaller eps, the curves not being monotone). ``math.inf`` when N == 1: a single
+    score has no subsets to learn from and vouches for no eps."""
+
+    n_star: int
+    n_star_mean: int
+    n_star_var: int
+    mean_upper: FloatArray
+    var_upper: FloatArray
+    reliable: bool
+    achievable_eps: float
+    eps: float
+    delta: float
+    N: int
+
+
+def _combinations(n_items: int, size: int) -> npt.NDArray[np.intp]:
+    """All size-subsets of range(n_items) as a (C(n_items, size), size) index array."""
+    count = math.comb(n_items, size)
+    flat = np.fromiter(
+        itertools.chain.from_iterable(itertools.combinations(range(n_items), size)),
+        dtype=np.intp,
+        count=count * size,
+    )
+    return flat.reshape(count, size)
+
+
+_BLOCK_ELEMENTS = 1 << 20
+"""Random-subset prefix sums are built this many matrix entries (8 MiB of float64) at a time."""
+
+
+def _random_subset_curves(
+    centred: FloatArray,
+    sq: FloatArray,
+    ref_var: float,
+    random_sizes: list[int],
+    n_sub: int,
+    seed: int | None,
+    q: float,
+    mean_upper: FloatArray,
+    var_upper: FloatArray,
+) -> None:
+    """Fill the upper ends for the sizes in ``random_sizes`` from ``n_sub`` random permutations.
+
+    Row r of the permutation matrix is one uniform permutation; its first n entries are a uniform
+    size-n subset, so running (cumulative) sums along the row give every prefix size at once. The
+    columns are processed in blocks that carry the running sums forward, so memory stays at the
+    int32 permutation matrix plus one block, whatever N is.
+    """
+    n_all = centred.size
+    rng = np.random.default_rng(seed)
+    index_dtype = np.int32 if n_all < 2**31 else np.int64
+    perm = rng.permuted(np.tile(np.arange(n_all, dtype=index_dtype), (n_sub, 1)), axis=1)
+    wanted = np.zeros(n_all + 1, dtype=bool)
+    wanted[random_sizes] = True
+    top = max(random_sizes)
+    block = max(1, min(top, _BLOCK_ELEMENTS // n_sub))
+    run1 = np.zeros((n_sub, 1), dtype=np.float64)
+    run2 = np.zeros((n_sub, 1), dtype=np.float64)
+    for lo in range(0, top, block):
+        hi = min(top, lo + block)
+        cols = perm[:, lo:hi]
+        cum1 = np.cumsum(centred[cols], axis=1)
+        cum1 += run1
+        cum2 = np.cumsum(sq[cols], axis=1)
+        cum2 += run2
+        run1, run2 = cum1[:, -1:].copy(), cum2[:, -1:].copy()
+        sizes = np.arange(lo + 1, hi + 1)
+        local = np.flatnonzero(wanted[sizes])
+        if local.size == 0:
+            continue
+        size_f = sizes[local].astype(np.float64)
+        sub_mean = cum1[:, local] / size_f
+        sub_var = cum2[:, local] / size_f - sub_mean * sub_mean
+        out = sizes[local] - 1
+        mean_upper[out] = np.percentile(np.abs(sub_mean), q, axis=0)
+        var_upper[out] = np.percentile(np.abs(sub_var - ref_var), q, axis=0)
+
+
+def min_reliable_n(
+    scores: ArrayLike,
+    eps: float = 0.01,
+    delta: float = 0.1,
+    *,
+    subsets: int = 10_000,
+    seed: int | None = 0,
+) -> NStarResult:
+    """ReliableEval's n*: the fewest resamplings whose mean and variance are within ``eps`` of the
+    full vector's with probability >= 1 - delta (each moment checked two-sided at delta/2).
+
+    Conventions (SPEC section 6, fixed): the reference moments are the mean and population
+    variance (ddof=0) of all N scores. For each n in 1..N, size-n subsets are drawn without
+    replacement: every subset when C(N, n) <= ``subsets``, otherwise ``subsets`` random subsets.
+    Random subsets are the first n items of ``subsets`` independent uniform permutations drawn
+    once from ``numpy.random.default_rng(seed)`` (shared by all sizes; each size's subsets are
+    uniform). A subset's deviations are |its mean - reference mean| and |its population variance
+    - reference variance|; the upper end is ``numpy.percentile(devs, 100 * (1 - delta / 2))``
+    (linear, not truncated). n*_mean / n*_var are the FIRST n whose upper end is <= eps, with
+    ``eps + 1e-12 * max(1, eps)`` as the bound so that an upper end equal to eps up to round-off
+    counts (scores on a 0.01 grid hit eps exactly); n* is the larger. At n = N both deviations
+    are 0 by construction (the curves end in exactly 0.0), so n* <= N always.
+
+    Computation is vectorised: subset sums of the centred scores and their squares, from index
+    arrays (enumerated subsets; for n > N/2 via the complements) or from prefix cumulative sums
+    of the permutations (random subsets).
+
+    ``eps`` and ``delta`` in (0, 1); ``subsets`` >= 1.
+    """
+    x = _scores(scores)
+    eps_f = _open_unit(eps, "eps")
+    delta_f = _open_unit(delta, "delta")
+    n_sub = _count(subsets, "subsets", minimum=1)
+    n_all = int(x.size)
+    q = 100.0 * (1.0 - delta_f / 2.0)
+
+    centred = x - np.mean(x)
+    sq = centred * centred
+    ref_var = float(np.mean(sq))
+    total1, total2 = float(np.sum(centred)), float(np.sum(sq))
+
+    mean_upper = np.zeros(n_all, dtype=np.float64)
+    var_upper = np.zeros(n_all, dtype=np.float64)
+
+    # C(N, n) is unimodal in n: the enumerated sizes are n <= m and n >= N - m.
+    m, count = 0, 1
+    while m < n_all and count * (n_all - m) // (m + 1) <= n_sub:
+        count = count * (n_all - m) // (m + 1)
+        m += 1
+    enumerated = [n for n in range(1, n_all) if n <= m or n >= n_all - m]
+    random_sizes = list(range(m + 1, n_all - m))
+    for n in enumerated:  # n = N stays exactly 0
+        if n <= n_all - n:
+            idx = _combinations(n_all, n)
+            s1 = centred[idx].sum(axis=1)
+            s2 = sq[idx].sum(axis=1)
+        else:
+            idx = _combinations(n_all, n_all - n)
+            s1 = total1 - centred[idx].sum(axis=1)
+            s2 = total2 - sq[idx].sum(axis=1)
+        sub_mean = s1 / n
+        mean_upper[n - 1] = np.percentile(np.abs(sub_mean), q)
+        var_upper[n - 1] = np.percentile(np.abs(s2 / n - sub_mean * sub_mean - ref_var), q)
+
+    if random_sizes:
+        _random_subset_curves(
+            centred, sq, ref_var, random_sizes, n_sub, seed, q, mean_upper, var_upper
+        )
+
+    bound = eps_f + 1e-12 * max(1.0, eps_f)
+    n_star_mean = int(np.argmax(mean_upper <= bound)) + 1  # the last entry is 0 <= bound
+    n_star_var = int(np.argmax(var_upper <= bound)) + 1
+    n_star = max(n_star_mean, n_star_var)
+    if n_all >= 2:
+        achievable = float(max(mean_upper[n_all - 2], var_upper[n_all - 2]))
+    else:
+        achievable = math.inf
+    return NStarResult(
+        n_star=n_star,
+        n_star_mean=n_star_mean,
+        n_star_var=n_star_var,
+        mean_upper=mean_upper,
+        var_upper=var_upper,
+        reliable=n_star < n_all,
+        achievable_eps=achievable,
+        eps=eps_f,
+        delta=delta_f,
+        N=n_all,
+    )
+
+
+# --------------------------------------------------------------------------- ILR's ORP
+
+
+@dataclass(frozen=True, eq=False)
+class ORPResult:
+    """ILR's Observed Reversal Probability curve of two models (see :func:`orp`)."""
+
+    sigma_d: float
+    rho: float
+    d: FloatArray
+    curve: FloatArray
+    area: float
+    d_max: float
+
+
+def _trapezoid(y: FloatArray, x: FloatArray) -> float:
+    try:
+        integrate = np.trapezoid
+    except AttributeError:  # numpy < 2.0
+        integrate = np.trapz  # type: ignore[attr-defined,unused-ignore]
+    return float(integrate(y, x))
+
+
+def orp(scores_a: ArrayLike, scores_b: ArrayLike, d_max: float = 0.3, grid: int = 101) -> ORPResult:
+    """Observed Reversal Probability (ILR) of models a and b scored under the same resamplings.
+
+    ``sigma_d^2 = s_a^2 + s_b^2 - 2 rho s_a s_b`` with sample standard deviations (ddof=1) and
+    Pearson's rho; ``d = numpy.linspace(0, d_max, grid)``; ``curve = Phi(-|d| / sigma_d)``
+    (``scipy.stats.norm.cdf``); ``area`` = trapezoid rule of the curve over ``d``, / ``d_max``.
+
+    Degenerate cases (never NaN, never a division warning):
+    - a constant vector has standard deviation exactly 0; rho is 0.0 when either standard
+      deviation is 0 (no spread, no correlation to speak of);
+    - sigma_d^2 within round-off of 0 (|sigma_d^2| <= 1e-12 * (s_a^2 + s_b^2), either sign, e.g.
+      identical or perfectly shifted vectors) is taken as sigma_d = 0; then there is no observed
+      spread, so ORP(d) = 0 for every d > 0 and ORP(0) = 0.5, the limit Phi(0).
+
+    Both vectors need the same length >= 2; ``d_max > 0``; ``grid >= 2``.
+    """
+    a, b = _paired(scores_a, scores_b, "scores_a", "scores_b")
+    if a.size < 2:
+        raise ValueError(
+            f"scores_a and scores_b need at least 2 scores each (ddof=1), got {a.size}"
+        )
+    try:
+        d_max_f = float(d_max)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"d_max must be a number > 0, got {d_max!r}") from exc
+    if not (math.isfinite(d_max_f) and d_max_f > 0.0):
+        raise ValueError(f"d_max must be a finite number > 0, got {d_max!r}")
+    n_grid = _count(grid, "grid", minimum=2)
+
+    # A constant vector has s = 0 exactly (np.std can return ~1e-17 from the mean's round-off).
+    s_a = 0.0 if np.ptp(a) == 0.0 else float(np.std(a, ddof=1))
+    s_b = 0.0 if np.ptp(b) == 0.0 else float(np.std(b, ddof=1))
+    if s_a > 0.0 and s_b > 0.0:
+        ca, cb = a - np.mean(a), b - np.mean(b)
+        denom = math.sqrt(float(np.dot(ca, ca))) * math.sqrt(float(np.dot(cb, cb)))
+        rho = float(np.dot(ca, cb)) / denom if denom > 0.0 else 0.0
+        rho = min(max(rho, -1.0), 1.0)
+    else:
+        rho = 0.0
+    scale = s_a * s_a + s_b * s_b
+    var_d = scale - 2.0 * rho * s_a * s_b
+    sigma_d = 0.0 if var_d <= _ORP_ZERO_RTOL * scale else math.sqrt(var_d)
+
+    d = np.linspace(0.0, d_max_f, n_grid)
+    if sigma_d == 0.0:
+        curve = np.where(d == 0.0, 0.5, 0.0)
+    else:
+        curve = _sps.norm.cdf(-np.abs(d) / sigma_d)
+    curve = np.asarray(curve, dtype=np.float64)
+    return ORPResult(
+        sigma_d=sigma_d,
+        rho=rho,
+        d=d,
+        curve=curve,
+        area=_trapezoid(curve, d) / d_max_f,
+        d_max=d_max_f,
+    )
