@@ -1,0 +1,517 @@
+"""Tasks: what a record means, how its prompt reads, and how an answer is extracted and graded.
+
+Answer extraction for options (`MultipleChoice`, enumerated `Classification`), in this order;
+the first step that decides wins:
+
+1. The whole answer is one label or one option text, after markdown (``**``, ``__``, backticks),
+   an ``Answer:`` / ``The answer is`` prefix, brackets and trailing punctuation are removed:
+   ``B``, ``(B)``, ``B.``, ``**B**``, ``Answer: B``, ``positive``.
+2. An explicit pattern anywhere: ``answer is (b)``, ``Answer: B``, ``option 2``, ``choice iii``.
+3. Exactly one option text appears in the answer (case-insensitive, whole words; an option text
+   contained in a longer matched option text does not count separately); when several appear,
+   the one the answer starts with, followed by punctuation or the end (``Positive: ...``).
+4. Exactly one distinct label appears wrapped, ``(B)`` / ``[B]`` / the variant's own wrapper.
+5. The answer starts with a label followed by punctuation or the end (``B: the falcon``).
+
+Labels are those of the variant's own enumerator (A / a / 1 / I / i / Ⅰ / α / !), matched
+case-insensitively. A label that is also an English word (``a``, ``I``) only counts when it is
+wrapped or followed by punctuation or the end, never as a word inside a sentence. Anything else is
+*unparsed*: scored 0 with ``parsed=False``, never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_reliable.errors import DatasetError
+
+Example = Mapping[str, Any]
+
+_MARKDOWN = re.compile(r"\*\*|__|`+|^#{1,6}\s+(?=\S)", re.MULTILINE)
+_PREFIX = re.compile(
+    r"^(?:(?:the\s+)?(?:correct\s+|right\s+|final\s+)?(?:answer|option|choice|label|sentiment)"
+    r"(?:\s+is)?\s*[:=\-]?\s*)", re.IGNORECASE)
+_WORDLIKE = {"a", "i"}
+_END = r"(?=$|[\s.,;:!?)\]}'\"])"
+
+
+@dataclass(frozen=True)
+class Grade:
+    """The grade of one answer: ``score`` in [0, 1] (or the grader's number), whether the answer
+    could be parsed, and the parsed prediction (original option index, label text, or text)."""
+
+    score: float
+    parsed: bool
+    prediction: Any
+
+
+def _clean(text: str) -> str:
+    text = _MARKDOWN.sub("", text or "")
+    return re.sub(r"[ \t]+", " ", text).strip()
+
+
+def _answer_candidates(text: str) -> list[str]:
+    """The answer with, successively, prefixes, punctuation and brackets taken off."""
+    core = text.strip()
+    out = [core]
+    for _ in range(2):
+        core = _PREFIX.sub("", core).strip()
+    out.append(core)
+    core = core.strip(" \t\n.,;:!?\"'")
+    out.append(core)
+    if len(core) >= 2 and core[0] in "([{<" and core[-1] in ")]}>":
+        core = core[1:-1].strip()
+    elif core.endswith(")") and "(" not in core:
+        core = core[:-1]
+    out.append(core.strip())
+    return [c for c in out if c]
+
+
+def _strip_answer(text: str) -> str:
+    candidates = _answer_candidates(text)
+    return candidates[-1] if candidates else ""
+
+
+def _label_pattern(labels: Sequence[str]) -> str:
+    ordered = sorted({label for label in labels}, key=len, reverse=True)
+    return "|".join(re.escape(label) for label in ordered)
+
+
+def _find_label(labels: Sequence[str], found: str) -> int | None:
+    folded = found.casefold()
+    for k, label in enumerate(labels):
+        if label.casefold() == folded:
+            return k
+    return None
+
+
+def _word_like(label: str) -> bool:
+    return label.casefold() in _WORDLIKE
+
+
+def extract_choice(text: str, options: Sequence[str], labels: Sequence[str],
+                   wrapper: str = "({})") -> int | None:
+    """The display position the answer ``text`` picks among ``options`` shown with ``labels``
+    (both in display order), or None when it cannot be read (see the module docstring)."""
+    if not isinstance(text, str):
+        return None
+    cleaned = _clean(text)
+    if not cleaned:
+        return None
+    first_line = next((line for line in cleaned.splitlines() if line.strip()), "")
+    # 1. the whole answer (or its first line) is a label or an option text
+    for candidate in (cleaned, first_line):
+        for core in _answer_candidates(candidate):
+            hit = _find_label(labels, core) if labels else None
+            if hit is not None:
+                return hit
+            hit = _find_label(options, core)
+            if hit is not None:
+                return hit
+    folded = cleaned.casefold()
+    # 2. explicit patterns
+    if labels:
+        pattern = re.compile(
+            r"(?:answer|option|choice)\s*(?:is|would be|will be|:|=|-)?\s*:?\s*"
+            r"(?:option\s+|choice\s+)?([(\[]?)(" + _label_pattern(labels) + r")([)\].]?)" + _END,
+            re.IGNORECASE)
+        for match in pattern.finditer(cleaned):
+            label = match.group(2)
+            k = _find_label(labels, label)
+            if k is None:
+                continue
+            wrapped = bool(match.group(1)) and bool(match.group(3))
+            rest = cleaned[match.end():]
+            if _word_like(label) and not wrapped and re.match(r"\s+\w", rest):
+                continue
+            return k
+    # 3. exactly one option text appears
+    hits: list[tuple[int, int, int]] = []
+    for k, option in enumerate(options):
+        opt = option.casefold().strip()
+        if not opt:
+            continue
+        for text_hit in re.finditer(r"(?<!\w)" + re.escape(opt) + r"(?!\w)", folded):
+            hits.append((k, text_hit.start(), text_hit.end()))
+    if hits:
+        kept = {k for k, s, e in hits
+                if not any(k2 != k and s2 <= s and e <= e2 and (e2 - s2) > (e - s)
+                           for k2, s2, e2 in hits)}
+        if len(kept) == 1:
+            return kept.pop()
+        # 3b. several appear, but the answer starts with one of them, then punctuation or end
+        leading = [k for k in kept if any(s == 0 and re.match(r"$|[\s]*[.:;,!)\]-]", folded[e:])
+                                          for k2, s, e in hits if k2 == k)]
+        if len(leading) == 1:
+            return leading[0]
+    if not labels:
+        return None
+    # 4. exactly one distinct wrapped label
+    alt = _label_pattern(labels)
+    forms = [r"\((" + alt + r")\)", r"\[(" + alt + r")\]"]
+    if "{}" in wrapper:
+        before, after = wrapper.split("{}", 1)
+        if before.strip() or after.strip() in (")", "]", ">"):
+            forms.append(r"(?<!\w)" + re.escape(before) + "(" + alt + ")" + re.escape(after)
+                         + _END)
+    found: set[int] = set()
+    for form in forms:
+        for wrapped_hit in re.finditer(form, cleaned, re.IGNORECASE):
+            k = _find_label(labels, wrapped_hit.group(1))
+            if k is not None:
+                found.add(k)
+    if len(found) == 1:
+        return found.pop()
+    # 5. a leading label followed by punctuation or the end
+    m = re.match(r"^[(\[]?(" + alt + r")(?:[)\].:,\-]|$)", cleaned, re.IGNORECASE)
+    if m:
+        return _find_label(labels, m.group(1))
+    m = re.match(r"^(" + alt + r")\s", cleaned, re.IGNORECASE)
+    if m and not _word_like(m.group(1)) and len(m.group(1)) == 1 and m.group(1).isupper():
+        return _find_label(labels, m.group(1))
+    return None
+
+
+def _where(dataset: Any, i: int) -> str:
+    where = getattr(dataset, "where", None)
+    if callable(where):
+        return str(where(i))
+    name = getattr(dataset, "name", None) or "records"
+    return f"{name}, record {i + 1}"
+
+
+class _OptionTask:
+    """Shared grading for tasks whose answers are options."""
+
+    kind = "options"
+    default_instruction = "Answer with the label of the correct option."
+
+    def options(self, example: Example) -> list[str] | None:
+        raise NotImplementedError
+
+    def gold_index(self, example: Example) -> int | None:
+        raise NotImplementedError
+
+    def render_plain(self, example: Example) -> str | None:
+        return None
+
+    def _choice(self, text: str, example: Example, prompt: Any) -> int | None:
+        options = self.options(example) or []
+        if prompt is not None and getattr(prompt, "displayed", None):
+            displayed = tuple(prompt.displayed)
+            labels = tuple(prompt.labels)
+            wrapper = getattr(prompt, "wrapper", "({})")
+        else:
+            from pytest_reliable.space import enumerator_labels
+
+            displayed = tuple(range(len(options)))
+            labels = enumerator_labels("upper", len(options))
+            wrapper = "({})"
+        shown = [options[j] for j in displayed]
+        if labels == tuple(shown):  # plain rendering: the labels are the option texts
+            labels = ()
+        try:
+            position = extract_choice(text, shown, labels, wrapper)
+        except (re.error, IndexError, TypeError, ValueError):
+            return None
+        return displayed[position] if position is not None else None
+
+    def grade(self, text: str, example: Example, prompt: Any = None) -> Grade:
+        """Score 1 when the extracted option is the correct one; unparsed scores 0."""
+        choice = self._choice(text, example, prompt)
+        if choice is None:
+            return Grade(0.0, False, None)
+        return Grade(float(choice == self.gold_index(example)), True, self._prediction(choice))
+
+    def predict(self, text: str, example: Example, prompt: Any = None) -> Any:
+        """The parsed prediction, or None when unparsed."""
+        choice = self._choice(text, example, prompt)
+        return None if choice is None else self._prediction(choice)
+
+    def _prediction(self, choice: int) -> Any:
+        return choice
+
+
+class MultipleChoice(_OptionTask):
+    """Records ``{"question", "choices", "answer"}``; ``answer`` is an index, a label (``"B"``,
+    ``"(B)"``) or the text of a choice. The prediction is the original option index."""
+
+    kind = "multiple_choice"
+
+    def __init__(self, instruction: str | None = None) -> None:
+        if instruction is not None:
+            self.default_instruction = instruction
+
+    def __repr__(self) -> str:
+        return "MultipleChoice()"
+
+    def prompt_text(self, example: Example) -> str:
+        return str(example["question"])
+
+    def options(self, example: Example) -> list[str]:
+        return [str(c) for c in example["choices"]]
+
+    def gold_index(self, example: Example) -> int:
+        index = answer_index(example["answer"], example["choices"])
+        if index is None:
+            raise DatasetError(f"answer {example['answer']!r} is not among the choices")
+        return index
+
+    def validate(self, dataset: Any) -> None:
+        """DatasetError naming the record's file/line and field for the first bad record."""
+        records = list(dataset)
+        if not records:
+            raise DatasetError(f"{getattr(dataset, 'name', None) or 'dataset'}: the dataset is "
+                               "empty. Fix: give at least one record.")
+        for i, record in enumerate(records):
+            where = _where(dataset, i)
+            if not isinstance(record, Mapping):
+                raise DatasetError(f"{where}: a record must be a mapping, got "
+                                   f"{type(record).__name__}")
+            for key in ("question", "choices", "answer"):
+                if key not in record:
+                    raise DatasetError(f"{where}: field {key!r} is missing. Fix: MultipleChoice "
+                                       "records need question, choices and answer.")
+            choices = record["choices"]
+            if not isinstance(choices, list | tuple) or len(choices) < 2:
+                raise DatasetError(f"{where}: field 'choices' must be a list of at least two "
+                                   f"options, got {choices!r}")
+            texts = [str(c).strip().casefold() for c in choices]
+            if len(set(texts)) != len(texts):
+                raise DatasetError(f"{where}: field 'choices' has duplicate options {choices!r}. "
+                                   "Fix: make every option distinct.")
+            if answer_index(record["answer"], choices) is None:
+                raise DatasetError(f"{where}: field 'answer' {record['answer']!r} is not among the "
+                                   f"choices {choices!r}. Fix: give an index, a label such as "
+                                   "'B', or the text of a choice.")
+
+
+def answer_index(answer: Any, choices: Sequence[Any]) -> int | None:
+    """The original index of ``answer`` (an index, a label "B"/"(B)", or a choice's text)."""
+    if isinstance(answer, bool):
+        return None
+    if isinstance(answer, int):
+        return answer if 0 <= answer < len(choices) else None
+    if not isinstance(answer, str):
+        return None
+    text = answer.strip()
+    for k, choice in enumerate(choices):
+        if str(choice).strip() == text:
+            return k
+    for k, choice in enumerate(choices):
+        if str(choice).strip().casefold() == text.casefold():
+            return k
+    m = re.fullmatch(r"[(\[]?([A-Za-z])[)\].]?", text)
+    if m:
+        k = ord(m.group(1).upper()) - ord("A")
+        return k if 0 <= k < len(choices) else None
+    if text.isdigit():
+        k = int(text)
+        return k if 0 <= k < len(choices) else None
+    return None
+
+
+class Classification(_OptionTask):
+    """Records ``{"text", "label"}``; ``labels`` are the classes.
+
+    ``template`` (with a ``{text}`` slot) is the whole user message when the prompt comes from
+    `Space.plain()` (CheckList tests without ``space=``); a space renders the labels as its
+    enumerated, permutable option list. The prediction is the label text.
+    """
+
+    kind = "classification"
+
+    def __init__(self, labels: Sequence[str], template: str | None = None,
+                 instruction: str | None = None) -> None:
+        labels = [str(label) for label in labels]
+        if len(labels) < 2:
+            raise ValueError("Classification needs at least two labels")
+        if len({label.casefold() for label in labels}) != len(labels):
+            raise ValueError(f"Classification labels must be distinct: {labels!r}")
+        if template is not None and "{text}" not in template:
+            raise ValueError("Classification template needs a {text} slot")
+        self.labels: tuple[str, ...] = tuple(labels)
+        self.template = template
+        self.default_instruction = instruction or (
+            "Classify the text. Answer with the label of the correct option.")
+
+    def __repr__(self) -> str:
+        return f"Classification(labels={list(self.labels)!r})"
+
+    def prompt_text(self, example: Example) -> str:
+        return str(example["text"])
+
+    def options(self, example: Example) -> list[str]:
+        return list(self.labels)
+
+    def gold_index(self, example: Example) -> int:
+        index = self.label_index(example["label"])
+        if index is None:
+            raise DatasetError(f"label {example['label']!r} is not one of {list(self.labels)!r}")
+        return index
+
+    def label_index(self, label: Any) -> int | None:
+        if isinstance(label, int) and not isinstance(label, bool):
+            return label if 0 <= label < len(self.labels) else None
+        for k, known in enumerate(self.labels):
+            if str(label).strip().casefold() == known.casefold():
+                return k
+        return None
+
+    def render_plain(self, example: Example) -> str:
+        text = str(example["text"])
+        if self.template is not None:
+            try:
+                return self.template.format_map({**example, "text": text})
+            except (KeyError, IndexError, ValueError):
+                return self.template.replace("{text}", text)
+        return f"{text}\nAnswer with one of these labels: {', '.join(self.labels)}."
+
+    def _prediction(self, choice: int) -> str:
+        return self.labels[choice]
+
+    def validate(self, dataset: Any) -> None:
+        records = list(dataset)
+        if not records:
+            raise DatasetError(f"{getattr(dataset, 'name', None) or 'dataset'}: the dataset is "
+                               "empty. Fix: give at least one record.")
+        for i, record in enumerate(records):
+            where = _where(dataset, i)
+            for key in ("text", "label"):
+                if not isinstance(record, Mapping) or key not in record:
+                    raise DatasetError(f"{where}: field {key!r} is missing. Fix: Classification "
+                                       "records need text and label.")
+            if self.label_index(record["label"]) is None:
+                raise DatasetError(f"{where}: field 'label' {record['label']!r} is not one of the "
+                                   f"labels {list(self.labels)!r}")
+
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+def normalize_text(text: str) -> str:
+    """Lowercase, no punctuation, no articles, single spaces (SQuAD-style)."""
+    text = _clean(text).lower().translate(_PUNCT)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+GraderFn = Callable[[str, Example], Any]
+
+
+class Generation:
+    """Records ``{"question", "reference"}`` or ``{"question", "references": [...]}``.
+
+    ``grader``: ``"exact"`` (stripped equality), ``"normalized"`` (equality after
+    `normalize_text`, of the whole answer or of what follows an ``Answer:`` prefix), ``"regex"``
+    (each reference is a pattern searched in the answer), or a callable
+    ``(answer, example) -> bool | number``: a bool scores 1/0 with the answer text as prediction;
+    a number is both the score and the prediction (what ``increase``/``decrease`` DIR tests
+    compare). An empty answer, or a callable that raises, is unparsed.
+    """
+
+    kind = "generation"
+    default_instruction = "Answer the question."
+
+    def __init__(self, grader: str | GraderFn = "normalized",
+                 instruction: str | None = None) -> None:
+        if isinstance(grader, str) and grader not in ("exact", "normalized", "regex"):
+            raise ValueError(f"unknown grader {grader!r}: use exact, normalized, regex or a "
+                             "callable")
+        if not isinstance(grader, str) and not callable(grader):
+            raise TypeError("grader must be exact, normalized, regex or a callable")
+        self.grader = grader
+        if instruction is not None:
+            self.default_instruction = instruction
+
+    def __repr__(self) -> str:
+        name = self.grader if isinstance(self.grader, str) else getattr(
+            self.grader, "__name__", "callable")
+        return f"Generation(grader={name!r})"
+
+    def prompt_text(self, example: Example) -> str:
+        return str(example["question"])
+
+    def options(self, example: Example) -> None:
+        return None
+
+    def gold_index(self, example: Example) -> None:
+        return None
+
+    def references(self, example: Example) -> list[str]:
+        if "references" in example:
+            refs = example["references"]
+            return [str(r) for r in (refs if isinstance(refs, list | tuple) else [refs])]
+        return [str(example["reference"])]
+
+    def demo_answer(self, example: Example) -> str:
+        return self.references(example)[0]
+
+    def render_plain(self, example: Example) -> None:
+        return None
+
+    def grade(self, text: str, example: Example, prompt: Any = None) -> Grade:
+        if not isinstance(text, str) or not text.strip():
+            return Grade(0.0, False, None)
+        answer = text.strip()
+        grader = self.grader
+        if callable(grader):
+            try:
+                value = grader(answer, example)
+            except Exception:  # noqa: BLE001 - a grader bug must not crash the evaluation
+                return Grade(0.0, False, None)
+            if isinstance(value, bool):
+                return Grade(float(value), True, answer)
+            if isinstance(value, int | float):
+                return Grade(float(value), True, float(value))
+            return Grade(0.0, False, None)
+        refs = self.references(example)
+        if grader == "exact":
+            ok = any(answer == r.strip() for r in refs)
+            return Grade(float(ok), True, answer)
+        if grader == "regex":
+            ok = False
+            for ref in refs:
+                try:
+                    ok = ok or re.search(ref, answer) is not None
+                except re.error:
+                    continue
+            return Grade(float(ok), True, answer)
+        candidates = {normalize_text(answer), normalize_text(_strip_answer(answer))}
+        first = next((line for line in answer.splitlines() if line.strip()), "")
+        candidates.add(normalize_text(_strip_answer(first)))
+        ok = any(normalize_text(r) in candidates for r in refs)
+        return Grade(float(ok), True, normalize_text(_strip_answer(first)))
+
+    def predict(self, text: str, example: Example, prompt: Any = None) -> Any:
+        return self.grade(text, example, prompt).prediction
+
+    def validate(self, dataset: Any) -> None:
+        records = list(dataset)
+        if not records:
+            raise DatasetError(f"{getattr(dataset, 'name', None) or 'dataset'}: the dataset is "
+                               "empty. Fix: give at least one record.")
+        for i, record in enumerate(records):
+            where = _where(dataset, i)
+            if not isinstance(record, Mapping) or "question" not in record:
+                raise DatasetError(f"{where}: field 'question' is missing. Fix: Generation "
+                                   "records need question and reference (or references).")
+            if "reference" not in record and "references" not in record:
+                raise DatasetError(f"{where}: field 'reference' is missing (or give "
+                                   "'references', a list)")
+            if self.grader == "regex":
+                for ref in self.references(record):
+                    try:
+                        re.compile(ref)
+                    except re.error as error:
+                        raise DatasetError(f"{where}: field 'reference' {ref!r} is not a valid "
+                                           f"regular expression ({error})") from None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
