@@ -127,7 +127,9 @@ def plan_cells(
     dataset: Sequence[dict[str, Any]], task: Any, space: Space, settings: EvaluationSettings
 ) -> list[CellResult]:
     """Every prompt of the evaluation, in plan order: resamplings r-major, then the canonical pass."""
-    plan = make_plan(space, dataset, settings.n, mode=settings.mode, seed=settings.seed, task=task)
+    plan = make_plan(
+        space, dataset, settings.n, mode=settings.mode, seed=settings.seed, task=task
+    )
     cells: list[CellResult] = []
     for r in range(settings.n):
         for i, example in enumerate(dataset):
