@@ -1,0 +1,192 @@
+"""Adapters from user callables and model objects to the `AsyncModel` protocol.
+
+Text models get the messages rendered as one string: the contents of every message (system
+first, as given) joined by blank lines. Chat models get ``list[dict]`` messages.
+
+Identity: the given ``id``; else ``module.qualname@<sha256(source)[:12]>``. When the source is
+not available (built-ins, ``exec``-made functions, REPL), the hash is over the function's
+bytecode, constants and names instead (``@code-<hash>``), still changing when the body changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_reliable.models.base import (
+    AsyncModel,
+    Message,
+    ModelResponse,
+    ModelSetupError,
+    SamplingParams,
+)
+from pytest_reliable.models.openai_compat import render_text_prompt
+
+
+@dataclass(frozen=True)
+class _Marked:
+    fn: Callable[..., Any]
+    kind: str  # "text" | "chat"
+    id: str | None
+
+
+def text_model(fn: Callable[..., Any], id: str | None = None) -> AsyncModel:
+    """``fn(prompt: str) -> str | ModelResponse`` (sync or async)."""
+    return _CallableModel(fn, "text", id)
+
+
+def chat_model(fn: Callable[..., Any], id: str | None = None) -> AsyncModel:
+    """``fn(messages: list[dict]) -> str | ModelResponse`` (sync or async)."""
+    return _CallableModel(fn, "chat", id)
+
+
+def _code_hash(code: Any) -> str:
+    h = hashlib.sha256()
+
+    def feed(c: Any) -> None:
+        h.update(c.co_code)
+        h.update(repr(c.co_names).encode())
+        for const in c.co_consts:
+            if inspect.iscode(const):
+                feed(const)
+            else:
+                h.update(repr(const).encode())
+
+    feed(code)
+    return h.hexdigest()[:12]
+
+
+def callable_identity(fn: Callable[..., Any]) -> str:
+    target = inspect.unwrap(fn) if callable(fn) else fn
+    if not (inspect.isfunction(target) or inspect.ismethod(target)) and not inspect.isclass(target):
+        target = type(target)  # a callable object: its class
+    module = getattr(target, "__module__", None) or "__main__"
+    qualname = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
+    try:
+        source = inspect.getsource(target)
+        digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:12]
+    except (OSError, TypeError):
+        code = getattr(getattr(target, "__func__", target), "__code__", None)
+        digest = f"code-{_code_hash(code)}" if code is not None else "nosource"
+    return f"{module}.{qualname}@{digest}"
+
+
+def _first_param_kind(fn: Callable[..., Any]) -> str:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return "text"
+    params = [
+        p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if not params:
+        return "text"
+    ann = params[0].annotation
+    if ann is inspect.Parameter.empty:
+        return "text"
+    if isinstance(ann, str):
+        try:
+            ann = typing.get_type_hints(fn).get(params[0].name, ann)
+        except Exception:  # noqa: BLE001
+            low = ann.replace(" ", "").lower()
+            return "chat" if low.startswith(("list", "sequence", "typing.list")) else "text"
+    if ann is str:
+        return "text"
+    origin = typing.get_origin(ann) or ann
+    if origin in (list, tuple) or (isinstance(origin, type) and issubclass(origin, (list,))):
+        return "chat"
+    import collections.abc as cabc
+
+    if origin in (cabc.Sequence, cabc.Iterable, cabc.MutableSequence):
+        return "chat"
+    return "text"
+
+
+def _to_response(value: Any) -> ModelResponse:
+    if isinstance(value, ModelResponse):
+        return value
+    if isinstance(value, str):
+        return ModelResponse(text=value)
+    raise TypeError(
+        f"a model callable returned {type(value).__name__}; expected str or ModelResponse"
+    )
+
+
+class _CallableModel:
+    def __init__(self, fn: Callable[..., Any], kind: str, id: str | None) -> None:
+        if not callable(fn):
+            raise ModelSetupError(f"{fn!r} is not callable")
+        self.fn = fn
+        self.kind = kind
+        self.identity = id or callable_identity(fn)
+        self._is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(type(fn), "__call__", None)  # noqa: B004
+        )
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} model {self.identity}>"
+
+    async def acomplete(self, messages: list[Message], params: SamplingParams) -> ModelResponse:
+        arg: Any = (
+            render_text_prompt(messages) if self.kind == "text" else [dict(m) for m in messages]
+        )
+        if self._is_async:
+            value = await self.fn(arg)
+        else:
+            value = await asyncio.to_thread(self.fn, arg)
+            if inspect.isawaitable(value):
+                value = await value
+        return _to_response(value)
+
+
+class _SyncProtocolModel:
+    def __init__(self, obj: Any, id: str | None) -> None:
+        self.obj = obj
+        self.identity = id or getattr(obj, "identity", None) or callable_identity(obj)
+
+    async def acomplete(self, messages: list[Message], params: SamplingParams) -> ModelResponse:
+        return _to_response(await asyncio.to_thread(self.obj.complete, messages, params))
+
+
+class _IdentityOverride:
+    def __init__(self, inner: Any, id: str) -> None:
+        self.inner = inner
+        self.identity = id
+
+    async def release_loop_resources(self) -> None:
+        release = getattr(self.inner, "release_loop_resources", None)
+        if release is not None:
+            await release()
+
+    async def acomplete(self, messages: list[Message], params: SamplingParams) -> ModelResponse:
+        return _to_response(await self.inner.acomplete(messages, params))
+
+
+def as_async_model(obj: Any, *, id: str | None = None) -> AsyncModel:
+    """Turn whatever ``reliable_model`` returned into an `AsyncModel`."""
+    if isinstance(obj, _Marked):
+        return _CallableModel(obj.fn, obj.kind, id or obj.id)
+    if isinstance(obj, _CallableModel):
+        return obj if id is None else _CallableModel(obj.fn, obj.kind, id)
+    if hasattr(obj, "acomplete") and callable(obj.acomplete):
+        ident = id or getattr(obj, "identity", None)
+        if ident is None:
+            return _IdentityOverride(obj, callable_identity(obj))
+        if ident == getattr(obj, "identity", None) and type(obj).__module__.startswith(
+            "pytest_reliable."
+        ):
+            return obj  # type: ignore[no-any-return]
+        return _IdentityOverride(obj, ident)  # also turns a plain str result into a ModelResponse
+    if hasattr(obj, "complete") and callable(obj.complete):
+        return _SyncProtocolModel(obj, id)
+    if callable(obj):
+        return _CallableModel(obj, _first_param_kind(obj), id)
+    raise ModelSetupError(
+        f"reliable_model returned {type(obj).__name__}: expected a callable on a prompt string or on "
+        "chat messages, or an object with acomplete/complete"
+    )

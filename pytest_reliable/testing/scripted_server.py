@@ -1,0 +1,275 @@
+"""A scripted test double of an OpenAI-compatible server, for what a real model can't do on demand.
+
+It answers by a rule the test gives (``rule(messages_or_prompt, params) -> str``) and injects
+faults when asked: 429 with Retry-After, 500, 503, 401, a response slower than the client's
+timeout, a dropped connection (socket closed without a response), malformed JSON. It runs a
+`ThreadingHTTPServer` on 127.0.0.1 at a free port in a background thread, so concurrent requests
+are served concurrently. It counts what it received so tests can assert on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from pytest_reliable.models.base import Message
+
+Rule = Callable[[list[Message] | str, dict[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injected fault. ``kind``: "429", "500", "503", "401", "400", "slow", "drop", "malformed"."""
+
+    kind: str
+    retry_after: float | None = None
+    delay: float = 0.0
+
+
+FaultSpec = Fault | str | None
+FaultPicker = Callable[[int, dict[str, Any]], FaultSpec]
+
+
+def echo_rule(messages: list[Message] | str, params: dict[str, Any]) -> str:
+    if isinstance(messages, str):
+        return messages[-40:]
+    return messages[-1]["content"][-40:] if messages else ""
+
+
+class ScriptedServer:
+    def __init__(
+        self,
+        rule: Rule = echo_rule,
+        *,
+        faults: Sequence[FaultSpec] | FaultPicker | None = None,
+        latency: float = 0.0,
+        logprobs: Callable[[str], list[float]] | None = None,
+        model_name: str = "scripted",
+    ) -> None:
+        self.rule = rule
+        self.latency = latency
+        self.logprobs = logprobs
+        self.model_name = model_name
+        self._lock = threading.Lock()
+        self._picker: FaultPicker | None = None
+        self._queue: list[FaultSpec] = []
+        self.set_faults(faults)
+        self.requests = 0
+        self.completed = 0
+        self.fault_counts: Counter[str] = Counter()
+        self.paths: Counter[str] = Counter()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- configuration -------------------------------------------------------------------------
+    def set_faults(self, faults: Sequence[FaultSpec] | FaultPicker | None) -> None:
+        """A list/queue consumed one per request (None = a normal answer), or a callable
+        ``(request_number, body) -> fault | None`` deciding per request."""
+        with self._lock:
+            if callable(faults):
+                self._picker, self._queue = faults, []
+            else:
+                self._picker, self._queue = None, list(faults or [])
+
+    def _next_fault(self, n: int, body: dict[str, Any]) -> Fault | None:
+        with self._lock:
+            if self._picker is not None:
+                f = self._picker(n, body)
+            elif self._queue:
+                f = self._queue.pop(0)
+            else:
+                f = None
+        if isinstance(f, str):
+            f = Fault(f, retry_after=0.01 if f in ("429", "503") else None)
+        return f
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> ScriptedServer:
+        server = self
+
+        class Handler(_Handler):
+            owner = server
+
+        httpd = _Server(("127.0.0.1", 0), Handler)
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> ScriptedServer:  # noqa: PYI034
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512  # the listen backlog: a burst of 32+ new connections must not be reset
+
+    def handle_error(self, request: Any, client_address: Any) -> None:  # quiet: clients hang up
+        pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: ScriptedServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            self._send_json(
+                200, {"object": "list", "data": [{"id": self.owner.model_name, "object": "model"}]}
+            )
+        else:
+            self._send_json(404, {"error": {"message": "not found"}})
+
+    def do_POST(self) -> None:
+        owner = self.owner
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        path = self.path.rstrip("/")
+        with owner._lock:
+            owner.requests += 1
+            n = owner.requests
+            owner.paths[path] += 1
+        fault = owner._next_fault(n, body)
+        if fault is not None:
+            with owner._lock:
+                owner.fault_counts[fault.kind] += 1
+            kind = fault.kind
+            if kind in ("429", "500", "503", "401", "400"):
+                headers = {}
+                if fault.retry_after is not None:
+                    headers["Retry-After"] = f"{fault.retry_after:g}"
+                self._send_json(
+                    int(kind),
+                    {"error": {"message": f"scripted {kind}", "type": "scripted"}},
+                    headers,
+                )
+                return
+            if kind == "drop":
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            if kind == "malformed":
+                self._send_json(200, b'{"id": "x", "choices": [')
+                return
+            if kind == "slow":
+                time.sleep(fault.delay or 5.0)
+                # then answer normally (the client has usually given up)
+        if owner.latency:
+            time.sleep(owner.latency)
+        params = {k: v for k, v in body.items() if k not in ("messages", "prompt")}
+        if path.endswith("/chat/completions"):
+            messages = body.get("messages", [])
+            text = owner.rule(messages, params)
+            prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
+            payload: dict[str, Any] = {
+                "id": f"chatcmpl-{n}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", owner.model_name),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+        elif path.endswith("/completions"):
+            prompt = body.get("prompt", "")
+            text = owner.rule(prompt, params)
+            prompt_tokens = len(str(prompt).split())
+            tokens = text.split(" ") if text else []
+            lps = owner.logprobs(text) if owner.logprobs else [-0.1] * len(tokens)
+            logprobs = None
+            if body.get("logprobs") is not None:
+                logprobs = {
+                    "tokens": tokens,
+                    "token_logprobs": lps[: len(tokens)],
+                    "top_logprobs": [{t: lp} for t, lp in zip(tokens, lps)],
+                    "text_offset": [0] * len(tokens),
+                }
+            payload = {
+                "id": f"cmpl-{n}",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": body.get("model", owner.model_name),
+                "choices": [
+                    {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": "stop"}
+                ],
+            }
+        else:
+            self._send_json(404, {"error": {"message": "not found"}})
+            return
+        completion_tokens = len(text.split())
+        payload["usage"] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        with contextlib.suppress(OSError):
+            self._send_json(200, payload)
+            with owner._lock:
+                owner.completed += 1
+
+
+@contextlib.contextmanager
+def scripted_model(
+    rule: Rule = echo_rule,
+    *,
+    faults: Sequence[FaultSpec] | FaultPicker | None = None,
+    latency: float = 0.0,
+    model: str = "scripted",
+    api_key: str | None = "sk-scripted",
+) -> Iterator[Any]:
+    """An `OpenAICompatibleModel` against a fresh `ScriptedServer` (``model.server`` is it)."""
+    from pytest_reliable.models.openai_compat import OpenAICompatibleModel
+
+    with ScriptedServer(rule, faults=faults, latency=latency, model_name=model) as server:
+        m = OpenAICompatibleModel(model, server.base_url, api_key=api_key)
+        m.server = server  # type: ignore[attr-defined]
+        yield m
+
+
+__all__ = ["Fault", "ScriptedServer", "echo_rule", "scripted_model"]

@@ -1,0 +1,112 @@
+"""The sqlite response cache: keys, record modes, concurrent writers."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pytest_reliable.cache import CacheMissError, ResponseCache, cache_key, miss_message
+from pytest_reliable.models.base import ModelResponse, SamplingParams
+
+MSG = [{"role": "system", "content": "s"}, {"role": "user", "content": "hello"}]
+
+
+def test_key_is_canonical_and_covers_every_part() -> None:
+    p = SamplingParams()
+    k = cache_key("m", MSG, p, 0, None)
+    assert k == cache_key("m", [("system", "s"), ("user", "hello")], p, 0, None)
+    assert len(k) == 64
+    others = {
+        cache_key("m2", MSG, p, 0, None),
+        cache_key("m", MSG[1:], p, 0, None),
+        cache_key("m", MSG, SamplingParams(temperature=0.5), 0, None),
+        cache_key("m", MSG, p, 1, None),
+        cache_key("m", MSG, p, 0, "t::a"),
+    }
+    assert k not in others and len(others) == 5
+
+
+def test_roundtrip_and_schema(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "c.sqlite"
+    c = ResponseCache.open(path)
+    r = ModelResponse(
+        "B",
+        logprobs=[{"token": "B", "logprob": -0.1}],
+        prompt_tokens=3,
+        completion_tokens=1,
+        latency_s=0.2,
+        extra={"x": 1},
+    )
+    c.put("k1", r, meta={"model": "m"})
+    assert c.get("k1") == r and c.get("nope") is None
+    assert c.get_many(["k1", "nope", "k1"]) == {"k1": r}
+    c.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("1",)
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert db.execute("SELECT model FROM responses").fetchone() == ("m",)
+
+
+def test_record_none_creates_no_file(tmp_path: Path) -> None:
+    path = tmp_path / "never" / "c.sqlite"
+    c = ResponseCache.open(path, "none")
+    assert c.get("k") is None and c.get_many(["k"]) == {}
+    c.put("k", ModelResponse("x"))
+    c.close()
+    assert not path.exists() and not path.parent.exists()
+
+
+def test_memory_cache() -> None:
+    c = ResponseCache.memory()
+    c.put("k", ModelResponse("x"))
+    assert c.get("k") == ModelResponse("x") and c.count() == 1
+
+
+def test_bad_record_mode() -> None:
+    with pytest.raises(ValueError, match="sometimes"):
+        ResponseCache.open("x.sqlite", "sometimes")
+
+
+def test_miss_message_names_test_and_prompt() -> None:
+    msg = miss_message(
+        "tests/test_a.py::test_b", [{"role": "user", "content": "What is " + "x" * 300}]
+    )
+    assert "tests/test_a.py::test_b" in msg and "What is" in msg and "..." in msg
+    assert (
+        "--reliable-record none replays only; run once with --reliable-record new to record it"
+        in msg
+    )
+    assert issubclass(CacheMissError, Exception)
+
+
+def _writer(path: str, worker: int, n: int, q: mp.Queue[str]) -> None:
+    try:
+        c = ResponseCache.open(path)
+        for i in range(n):
+            # keys 0..99 are shared by every worker, the rest are its own
+            key = f"shared-{i}" if i < 100 else f"w{worker}-{i}"
+            c.put(key, ModelResponse(f"{worker}:{i}"), meta={"model": "m"})
+        c.close()
+        q.put("ok")
+    except Exception as exc:  # noqa: BLE001
+        q.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_four_processes_write_one_cache(tmp_path: Path) -> None:
+    path = str(tmp_path / "c.sqlite")
+    ctx = mp.get_context("spawn")
+    q: mp.Queue[str] = ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(path, w, 500, q)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    outcomes = [q.get(timeout=5) for _ in procs]
+    assert outcomes == ["ok"] * 4, outcomes
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == 100 + 4 * 400
+        assert db.execute("SELECT COUNT(DISTINCT key) FROM responses").fetchone()[0] == 1700
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
