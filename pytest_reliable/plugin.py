@@ -223,12 +223,12 @@ def _seed(config: pytest.Config, option: Option, value: Any) -> int:
     if value is None:
         return 0
     if str(value).lower() == "last":
-        if config.cache is None:
+        if getattr(config, "cache", None) is None:
             raise pytest.UsageError(
                 "--reliable-seed last reads the seed of the previous run from pytest's cache, "
                 "but the cache provider is disabled (-p no:cacheprovider): give an integer seed."
             )
-        return int(config.cache.get(SEED_CACHE_KEY, 0))
+        return int(config.cache.get(SEED_CACHE_KEY, 0))  # type: ignore[union-attr]
     try:
         return int(str(value))
     except ValueError:
@@ -260,7 +260,7 @@ class ReliableState:
                 write_lock(lock_path, self.spaces)
             elif raw["lock"]:
                 check_lock_or_usage_error(lock_path, self.spaces)
-            if config.cache is not None:
+            if getattr(config, "cache", None) is not None:
                 config.cache.set(SEED_CACHE_KEY, self.settings.seed)
 
     @property

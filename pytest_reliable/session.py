@@ -17,10 +17,11 @@ from typing import Any
 from pytest_reliable import stats
 from pytest_reliable.cache import ResponseCache
 from pytest_reliable.data import Dataset
+from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluation import EvaluationSettings, ScoreMatrix, evaluate
 from pytest_reliable.gate import ThresholdCheck
 from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
-from pytest_reliable.models.base import AsyncModel, ModelSetupError, SamplingParams
+from pytest_reliable.models.base import AsyncModel, SamplingParams
 from pytest_reliable.nstar_store import NStarKey, NStarStore
 from pytest_reliable.report.model import ChecklistReport, ReliableReport
 from pytest_reliable.runner import Budget, ProgressEvent, Runner, number_samples
@@ -112,10 +113,9 @@ class ReliableSession:
                 from pytest_reliable.models.local import LocalModelServer
 
                 if self._local_server is None:
-                    server = LocalModelServer()
-                    server.start()
-                    self._local_server = server
-                self._models[key] = self._local_server.model()
+                    self._local_server = LocalModelServer()
+                # Started on the first cache miss: a fully cached run never starts it.
+                self._models[key] = self._local_server.lazy_model()
             else:
                 from pytest_reliable.models.openai_compat import OpenAICompatibleModel
 
@@ -152,6 +152,7 @@ class ReliableSession:
             max_retries=self.settings.max_retries,
             budget=self.budget,
             on_progress=progress,
+            context=nodeid,
         )
 
     # -- spaces and data -------------------------------------------------------------------
@@ -161,7 +162,7 @@ class ReliableSession:
         if space is None:
             return self.spaces.get("default") or Space.default()
         if space not in self.spaces:
-            raise ModelSetupError(
+            raise ReliableConfigError(
                 f"space {space!r} is not declared; declared spaces: {sorted(self.spaces) or 'none'}"
             )
         return self.spaces[space]

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pytest_reliable.errors import ReliableError
+
 Message = dict[str, str]
 """One chat message: ``{"role": "system" | "user" | "assistant", "content": "..."}``."""
 
@@ -66,9 +68,9 @@ class Model(Protocol):
     def complete(self, messages: list[Message], params: SamplingParams) -> ModelResponse: ...
 
 
-class ModelError(Exception):
+class ModelError(ReliableError):
     """A model call failed for good (after retries, or with an error that is not retried)."""
 
 
-class ModelSetupError(Exception):
+class ModelSetupError(ReliableError):
     """A model could not be configured or started; the message says how to fix it."""

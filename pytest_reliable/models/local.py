@@ -8,6 +8,7 @@ behind after Ctrl-C or a failure.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import collections
 import hashlib
@@ -23,9 +24,15 @@ import urllib.error
 import urllib.request
 import weakref
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-from pytest_reliable.models.base import AsyncModel, ModelSetupError
+from pytest_reliable.models.base import (
+    AsyncModel,
+    Message,
+    ModelResponse,
+    ModelSetupError,
+    SamplingParams,
+)
 
 LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct-Q4_1"
 DEFAULT_LOCAL_CONCURRENCY = 1
@@ -222,6 +229,14 @@ class LocalModelServer:
             self._model = m
         return self._model
 
+    def lazy_model(self) -> AsyncModel:
+        """An `AsyncModel` that starts the server on its first call, not before.
+
+        Its identity needs only the GGUF's hash, so a run whose every answer is in the response
+        cache never starts the server (a replay takes seconds, not a server start-up).
+        """
+        return _LazyLocalModel(self)
+
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         if proc is not None:
@@ -243,3 +258,25 @@ class LocalModelServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _LazyLocalModel:
+    """`LocalModelServer.lazy_model`: starts the server on the first cache miss."""
+
+    def __init__(self, server: LocalModelServer) -> None:
+        self._server = server
+        self._lock = threading.Lock()
+        self.identity = server.identity
+
+    def _started(self) -> AsyncModel:
+        with self._lock:
+            return self._server.model()
+
+    async def acomplete(self, messages: list[Message], params: SamplingParams) -> ModelResponse:
+        model = self._server._model or await asyncio.to_thread(self._started)
+        return await model.acomplete(messages, params)
+
+    async def release_loop_resources(self) -> None:
+        release = getattr(self._server._model, "release_loop_resources", None)
+        if release is not None:
+            await release()
