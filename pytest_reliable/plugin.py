@@ -47,6 +47,7 @@ MARKERS = {
 }
 CHECKLIST_KINDS = ("invariance", "directional", "mft")
 STATE_NAME = "reliable-state"
+MARKER_ERROR = "bad pytest-reliable marker arguments (nothing was run):\n"
 SEED_CACHE_KEY = "reliable/seed"
 RESULTS_KEY = pytest.StashKey[list]()
 SPECS_KEY = pytest.StashKey[dict]()
@@ -250,6 +251,7 @@ class ReliableState:
         self.spaces = load_spaces_or_usage_error(self.config_path)
         self.session = ReliableSession(self.settings, self.spaces, on_progress=self._progress)
         self.entries: dict[str, list[dict[str, Any]]] = {}
+        self.marker_errors = False
         self._last_progress = 0.0
         self._progress_shown = False
         if not self.is_worker:
@@ -295,7 +297,13 @@ class ReliableState:
         for line in summary_table(all_entries(self), width=terminalreporter._tw.fullwidth):
             terminalreporter.write_line(line)
 
-    def pytest_sessionfinish(self) -> None:
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed and str(report.longrepr).startswith(MARKER_ERROR):
+            self.marker_errors = True
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.marker_errors and not self.is_worker:
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
         if self.is_worker or (not self.entries and self.report_path is None):
             return
         from pytest_reliable.report import append_github_step_summary, build_report, write_report
@@ -370,8 +378,8 @@ def _state(config: pytest.Config) -> ReliableState:
 
 # -- hooks ------------------------------------------------------------------------------------
 def pytest_configure(config: pytest.Config) -> None:
-    for name, help_text in MARKERS.items():
-        config.addinivalue_line("markers", f"{name}: {help_text}")
+    for help_text in MARKERS.values():
+        config.addinivalue_line("markers", help_text)
     if config.option.help or getattr(config.option, "markers", False):
         return
     config.pluginmanager.register(ReliableState(config), STATE_NAME)
@@ -416,11 +424,16 @@ def pytest_collection_modifyitems(
         except MarkerArgumentError as error:
             errors.append(f"{item.nodeid}: {error}")
     if errors:
-        message = "bad pytest-reliable marker arguments (nothing was run):\n" + "\n".join(errors)
+        message = MARKER_ERROR + "\n".join(errors)
         if state.is_worker:
-            # A UsageError in a worker reaches the controller as an INTERNALERROR traceback;
-            # exiting with the message keeps it short and stops every worker.
-            pytest.exit(message, returncode=pytest.ExitCode.USAGE_ERROR)
+            # A UsageError in a worker reaches the controller as an INTERNALERROR traceback.
+            # A failed collect report reaches it as a short error; the controller then ends
+            # the run with the usage-error exit code (ReliableState.pytest_sessionfinish).
+            config.hook.pytest_collectreport(
+                report=pytest.CollectReport("", "failed", message, [])
+            )
+            items[:] = []
+            return
         raise pytest.UsageError(message)
 
 

@@ -1,0 +1,118 @@
+"""Cell formatting shared by the terminal and Markdown tables (None-safe everywhere)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+MISSING = "-"
+
+
+def num(value: Any, digits: int = 2) -> str:
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return MISSING
+    return f"{value:.{digits}f}"
+
+
+def get(entry: dict[str, Any], *path: str) -> Any:
+    value: Any = entry
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def short_nodeids(nodeids: list[str]) -> dict[str, str]:
+    """Strip the directory prefix all test files share: the table shows what differs."""
+    files = [nodeid.split("::", 1)[0] for nodeid in nodeids]
+    common = os.path.commonpath(files) if len(set(files)) > 1 else os.path.dirname(files[0]) if files else ""
+    shortened = {}
+    for nodeid in nodeids:
+        shortened[nodeid] = nodeid[len(common) + 1:] if common and nodeid.startswith(common + "/") else nodeid
+    return shortened
+
+
+def middle_truncate(text: str, width: int) -> str:
+    if len(text) <= width or width < 5:
+        return text
+    keep = width - 3
+    return text[: keep // 2] + "..." + text[len(text) - (keep - keep // 2):]
+
+
+def spread_cell(group: Any) -> str:
+    """min/median/max of a range summary."""
+    if not isinstance(group, dict):
+        return MISSING
+    return "/".join(num(group.get(key)) for key in ("min", "median", "max"))
+
+
+def interval_cell(score: Any, low: Any, high: Any) -> str:
+    if score is None:
+        return MISSING
+    return f"{num(score)} [{num(low)}, {num(high)}]"
+
+
+def n_star_cell(entry: dict[str, Any]) -> str:
+    n_star = entry.get("n_star")
+    if n_star is None:
+        return MISSING
+    return f"{n_star}!" if entry.get("n_star_reliable") is False else str(n_star)
+
+
+def reliable_row(entry: dict[str, Any], name: str) -> list[str]:
+    mean, std = entry.get("mean"), entry.get("std")
+    k = entry.get("k") or 1
+    passes = "/".join(num(entry.get(key)) for key in ("pass_at_1", "pass_at_k", "pass_hat_k"))
+    calls = entry.get("calls") or {}
+    return [
+        name,
+        str(entry.get("n_resamplings") if entry.get("n_resamplings") is not None else MISSING),
+        str(entry.get("mode") or MISSING),
+        MISSING if mean is None else f"{num(mean)} ± {num(std)}",
+        interval_cell(get(entry, "canonical", "score"), get(entry, "canonical", "wilson_low"),
+                      get(entry, "canonical", "wilson_high")),
+        spread_cell(entry.get("formats")),
+        spread_cell(entry.get("orders")),
+        f"{passes} (k={k})",
+        n_star_cell(entry),
+        f"{calls.get('made', 0)}/{calls.get('cached', 0)}",
+        str(entry.get("verdict") or MISSING),
+    ]
+
+
+RELIABLE_HEADER = [
+    "test", "n", "mode", "mean ± sd", "canonical [Wilson CI]", "formats min/med/max",
+    "orders min/med/max", "pass@1/@k/^k", "n*", "calls made/cached", "verdict",
+]
+CHECKLIST_HEADER = ["test", "kind", "rate [Wilson CI]", "pairs", "unparsed", "calls made/cached",
+                    "verdict"]
+RATE_NAMES = {"invariance": "flip rate", "directional": "fail rate", "mft": "pass rate"}
+
+
+def checklist_row(entry: dict[str, Any], name: str) -> list[str]:
+    interval = entry.get("interval") or [None, None]
+    calls = entry.get("calls") or {}
+    kind = str(entry.get("kind") or MISSING)
+    return [
+        name,
+        kind,
+        f"{RATE_NAMES.get(kind, 'rate')} " + interval_cell(entry.get("rate"), *interval[:2]),
+        str(entry.get("pairs") if entry.get("pairs") is not None else MISSING),
+        str(entry.get("unparsed") if entry.get("unparsed") is not None else MISSING),
+        f"{calls.get('made', 0)}/{calls.get('cached', 0)}",
+        str(entry.get("verdict") or MISSING),
+    ]
+
+
+def not_reliable_notes(entries: list[dict[str, Any]], names: dict[str, str]) -> list[str]:
+    notes = []
+    for entry in entries:
+        if entry.get("kind") == "reliable" and entry.get("n_star_reliable") is False:
+            notes.append(
+                f"! {names.get(entry.get('nodeid', ''), entry.get('nodeid'))}: n* = "
+                f"{entry.get('n_star')} is all the resamplings there were: not reliable at "
+                f"(eps={entry.get('eps')}, delta={entry.get('delta')}); they vouch for "
+                f"eps={num(entry.get('achievable_eps'), 4)}"
+            )
+    return notes

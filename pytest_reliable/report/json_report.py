@@ -1,0 +1,49 @@
+"""The JSON report of ``--reliable-report PATH.json`` (SPEC section 8)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pytest_reliable import __version__
+from pytest_reliable.report.model import json_safe
+
+SCHEMA_VERSION = 1
+
+
+def build_report(
+    entries: list[dict[str, Any]], *, seed: int, model: str | None, space_hash: str | None
+) -> dict[str, Any]:
+    """Tests sorted by nodeid, so the report is the same whatever order xdist ran them in."""
+    tests = sorted(entries, key=lambda e: (str(e.get("nodeid")), str(e.get("kind"))))
+    if model is None:
+        models = {e.get("model") for e in tests if e.get("model")}
+        model = models.pop() if len(models) == 1 else ("mixed" if models else None)
+    return json_safe({
+        "schema_version": SCHEMA_VERSION,
+        "pytest_reliable_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "seed": seed,
+        "model": model,
+        "space_hash": space_hash,
+        "tests": tests,
+    })
+
+
+def write_report(report: dict[str, Any], path: str | Path) -> None:
+    """Atomically: a reader never sees half a report."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(json_safe(report), handle, indent=2, allow_nan=False, ensure_ascii=False)
+            handle.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

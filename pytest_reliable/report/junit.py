@@ -1,0 +1,38 @@
+"""The concise per-test properties written into JUnit XML (``record_property``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_reliable.report.format import get
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def junit_properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
+    if entry.get("kind") == "reliable":
+        fields = {
+            "mean": entry.get("mean"),
+            "std": entry.get("std"),
+            "canonical": get(entry, "canonical", "score"),
+            "wilson_low": get(entry, "canonical", "wilson_low"),
+            "wilson_high": get(entry, "canonical", "wilson_high"),
+            "formats_min": get(entry, "formats", "min"),
+            "formats_max": get(entry, "formats", "max"),
+            "orders_min": get(entry, "orders", "min"),
+            "orders_max": get(entry, "orders", "max"),
+            "pass_at_k": entry.get("pass_at_k"),
+            "pass_hat_k": entry.get("pass_hat_k"),
+            "n_star": entry.get("n_star"),
+        }
+    else:
+        interval = entry.get("interval") or [None, None]
+        fields = {"rate": entry.get("rate"), "interval_low": interval[0],
+                  "interval_high": interval[1], "pairs": entry.get("pairs")}
+    fields.update({"verdict": entry.get("verdict"), "space_hash": entry.get("space_hash")})
+    return [(f"reliable_{name}", _value(value)) for name, value in fields.items()
+            if value is not None]

@@ -1,0 +1,65 @@
+"""The Markdown summary, appended to ``$GITHUB_STEP_SUMMARY`` in GitHub Actions."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pytest_reliable.report.format import (
+    CHECKLIST_HEADER,
+    RELIABLE_HEADER,
+    checklist_row,
+    not_reliable_notes,
+    reliable_row,
+    short_nodeids,
+)
+
+
+def _escape(cell: str) -> str:
+    return cell.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(_escape(c) for c in header) + " |",
+             "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def markdown_summary(report: dict[str, Any]) -> str:
+    entries = list(report.get("tests") or [])
+    names = short_nodeids([str(e.get("nodeid", "?")) for e in entries])
+    space_hash = report.get("space_hash")
+    lines = [
+        "## pytest-reliable",
+        "",
+        f"seed `{report.get('seed')}` · model `{report.get('model')}` · spaces "
+        f"`{space_hash[:12] if space_hash else 'built-in default'}`",
+        "",
+    ]
+    reliable = [e for e in entries if e.get("kind") == "reliable"]
+    checklist = [e for e in entries if e.get("kind") in ("invariance", "directional", "mft")]
+    if reliable:
+        lines += _table(RELIABLE_HEADER, [reliable_row(e, names[str(e.get("nodeid", "?"))])
+                                          for e in reliable])
+        lines += [""] + [f"{note}  " for note in not_reliable_notes(reliable, names)]
+    if checklist:
+        lines += [""] + _table(CHECKLIST_HEADER, [checklist_row(e, names[str(e.get("nodeid", "?"))])
+                                                  for e in checklist])
+    failures = [e for e in entries if e.get("verdict") != "passed" and e.get("message")]
+    if failures:
+        lines += ["", "### Failures", ""]
+        for entry in failures:
+            lines += [f"<details><summary>{_escape(names[str(entry.get('nodeid', '?'))])}"
+                      "</summary>", "", "```", str(entry["message"]).replace("```", "'''"), "```",
+                      "", "</details>", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def append_github_step_summary(report: dict[str, Any], path: str | Path | None = None) -> None:
+    target = path or os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return
+    with open(target, "a", encoding="utf-8") as handle:
+        handle.write(markdown_summary(report) + "\n")
