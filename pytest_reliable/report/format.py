@@ -24,13 +24,15 @@ def get(entry: dict[str, Any], *path: str) -> Any:
 
 
 def short_nodeids(nodeids: list[str]) -> dict[str, str]:
-    """Strip the directory prefix all test files share: the table shows what differs."""
-    files = [nodeid.split("::", 1)[0] for nodeid in nodeids]
-    common = os.path.commonpath(files) if len(set(files)) > 1 else os.path.dirname(files[0]) if files else ""
-    shortened = {}
-    for nodeid in nodeids:
-        shortened[nodeid] = nodeid[len(common) + 1:] if common and nodeid.startswith(common + "/") else nodeid
-    return shortened
+    """What differs between the nodeids: the test name alone when all share one file, else the
+    path without the directories every file shares."""
+    files = {nodeid.split("::", 1)[0] for nodeid in nodeids}
+    if len(files) == 1:
+        return {nodeid: nodeid.split("::", 1)[-1] for nodeid in nodeids}
+    common = os.path.commonpath(sorted(files)) if files else ""
+    prefix = common + "/" if common and common not in files else ""
+    return {nodeid: nodeid[len(prefix):] if prefix and nodeid.startswith(prefix) else nodeid
+            for nodeid in nodeids}
 
 
 def middle_truncate(text: str, width: int) -> str:
@@ -69,7 +71,7 @@ def reliable_row(entry: dict[str, Any], name: str) -> list[str]:
         name,
         str(entry.get("n_resamplings") if entry.get("n_resamplings") is not None else MISSING),
         str(entry.get("mode") or MISSING),
-        MISSING if mean is None else f"{num(mean)} ± {num(std)}",
+        MISSING if mean is None else f"{num(mean)}±{num(std)}",
         interval_cell(get(entry, "canonical", "score"), get(entry, "canonical", "wilson_low"),
                       get(entry, "canonical", "wilson_high")),
         spread_cell(entry.get("formats")),
@@ -82,10 +84,10 @@ def reliable_row(entry: dict[str, Any], name: str) -> list[str]:
 
 
 RELIABLE_HEADER = [
-    "test", "n", "mode", "mean ± sd", "canonical [Wilson CI]", "formats min/med/max",
-    "orders min/med/max", "pass@1/@k/^k", "n*", "calls made/cached", "verdict",
+    "test", "n", "mode", "mean±sd", "canonical [95% CI]", "formats min/med/max",
+    "orders min/med/max", "pass@1/@k/^k", "n*", "calls new/cached", "verdict",
 ]
-CHECKLIST_HEADER = ["test", "kind", "rate [Wilson CI]", "pairs", "unparsed", "calls made/cached",
+CHECKLIST_HEADER = ["test", "kind", "rate [CI]", "pairs", "unparsed", "calls new/cached",
                     "verdict"]
 RATE_NAMES = {"invariance": "flip rate", "directional": "fail rate", "mft": "pass rate"}
 

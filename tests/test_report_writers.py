@@ -1,0 +1,117 @@
+"""The report writers over plain entries: table, Markdown, JSON, JUnit properties."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_reliable.report import (
+    append_github_step_summary,
+    build_report,
+    junit_properties,
+    markdown_summary,
+    summary_table,
+    write_report,
+)
+
+
+def reliable_entry(nodeid: str, **fields: Any) -> dict[str, Any]:
+    entry = {
+        "nodeid": nodeid, "kind": "reliable", "verdict": "passed", "model": "m", "space": "s",
+        "space_hash": "ab" * 32, "mode": "ilr", "n_resamplings": 10, "mean": 0.625,
+        "std": 0.125, "canonical": {"score": 0.75, "wilson_low": 0.41, "wilson_high": 0.93},
+        "formats": {"min": 0.25, "median": 0.5, "max": 0.875, "grouping": "formats"},
+        "orders": {"min": 0.4, "median": 0.5, "max": 0.6, "grouping": "gold_position"},
+        "pass_at_1": 0.75, "pass_at_k": 0.9, "pass_hat_k": 0.6, "k": 3, "n_star": 7,
+        "n_star_reliable": True, "eps": 0.01, "delta": 0.1, "achievable_eps": 0.004,
+        "calls": {"made": 80, "cached": 8}, "thresholds": [], "message": None,
+    }
+    entry.update(fields)
+    return entry
+
+
+ENTRIES = [
+    reliable_entry("tests/gates/test_a.py::test_passes"),
+    reliable_entry("tests/gates/test_b.py::test_fails", verdict="failed", n_star=10,
+                   n_star_reliable=False, achievable_eps=0.031,
+                   message="min_worst: observed 0.2500, required >= 0.4"),
+    {"nodeid": "tests/gates/test_b.py::test_inv", "kind": "invariance", "verdict": "failed",
+     "rate": 0.5, "interval": [0.19, 0.81], "pairs": 8, "unparsed": 1,
+     "calls": {"made": 16, "cached": 0}, "message": "flip rate 0.50"},
+    reliable_entry("tests/gates/test_b.py::test_errored|pipe", verdict="error", mean=None,
+                   std=None, canonical=None, formats=None, n_star=None),
+]
+
+
+def test_table_has_a_row_per_test_with_aligned_columns() -> None:
+    lines = summary_table(ENTRIES)
+    assert len([line for line in lines if "test_a.py::test_passes" in line]) == 1
+    assert any("0.62±0.12" in line and "0.75 [0.41, 0.93]" in line for line in lines)
+    assert any("0.25/0.50/0.88" in line for line in lines)
+    assert any("10!" in line for line in lines)
+    assert any("not reliable" in line and "eps=0.0310" in line for line in lines)
+    assert any("flip rate 0.50 [0.19, 0.81]" in line for line in lines)
+    header = lines[0]
+    first_table = lines[: lines.index("")] if "" in lines else lines
+    rows = [line for line in first_table if not line.startswith("!")]
+    # Columns line up: every cell starts where its header starts.
+    verdict_at = header.index("verdict")
+    for row in rows[2:]:
+        assert row[verdict_at:].split()[0] in ("passed", "failed", "error"), row
+
+
+def test_markdown_escapes_pipes_and_lists_failures() -> None:
+    report = build_report(ENTRIES, seed=3, model=None, space_hash=None)
+    text = markdown_summary(report)
+    assert "test_errored\\|pipe" in text
+    assert text.count("\n| ") >= 4
+    assert "### Failures" in text and "min_worst" in text
+
+
+def test_github_step_summary_appends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+    report = build_report(ENTRIES[:1], seed=0, model=None, space_hash=None)
+    append_github_step_summary(report)
+    append_github_step_summary(report)
+    assert target.read_text().count("## pytest-reliable") == 2
+
+
+def test_json_report_is_sorted_nan_free_and_atomic(tmp_path: Path) -> None:
+    entries = [ENTRIES[1], dict(ENTRIES[0], mean=math.nan)]
+    report = build_report(entries, seed=1, model=None, space_hash="h")
+    path = tmp_path / "deep" / "report.json"
+    write_report(report, path)
+    loaded = json.loads(path.read_text())
+    assert [t["nodeid"] for t in loaded["tests"]] == sorted(e["nodeid"] for e in entries)
+    assert loaded["tests"][0]["mean"] is None
+    for key in ("schema_version", "seed", "model", "space_hash", "tests"):
+        assert key in loaded
+    assert loaded["model"] == "m"
+    assert [p.name for p in path.parent.iterdir()] == ["report.json"]
+
+
+def test_junit_properties_are_strings() -> None:
+    properties = dict(junit_properties(ENTRIES[0]))
+    assert properties["reliable_mean"] == "0.6250"
+    assert properties["reliable_n_star"] == "7"
+    assert all(isinstance(v, str) for v in properties.values())
+    assert dict(junit_properties(ENTRIES[2]))["reliable_rate"] == "0.5000"
+
+
+NUMERIC = ["mean", "std", "n_star", "pass_at_1", "pass_at_k", "pass_hat_k", "n_resamplings"]
+
+
+@given(st.dictionaries(st.sampled_from(NUMERIC), st.none() | st.floats(allow_nan=True)),
+       st.sampled_from(["reliable", "invariance", "mft", "weird"]))
+def test_table_never_crashes_on_missing_numbers(overrides: dict, kind: str) -> None:
+    entry = reliable_entry("t.py::x", kind=kind, **overrides)
+    for key in ("canonical", "formats", "calls"):
+        entry.pop(key)
+    assert summary_table([entry])
