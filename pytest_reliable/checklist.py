@@ -16,8 +16,9 @@ import math
 import numbers
 import re
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -25,10 +26,10 @@ from pytest_reliable.gate import ThresholdCheck
 from pytest_reliable.stats import wilson_interval
 
 __all__ = [
-    "ChecklistResult",
     "DIR_PERTURBATIONS",
-    "Failure",
     "INV_PERTURBATIONS",
+    "ChecklistResult",
+    "Failure",
     "Perturbation",
     "Prediction",
     "resolve_perturbation",
@@ -268,14 +269,14 @@ SYNONYM_PAIRS: tuple[tuple[str, str], ...] = (
     ("usually", "typically"),
     ("completely", "entirely"),
     ("couch", "sofa"),
-    ("huge", "enormous"),
+    ("huge", "massive"),
     ("shout", "yell"),
     ("choose", "pick"),
     ("reply", "answer"),
-    ("car", "automobile"),
+    ("enormous", "gigantic"),
     ("picture", "photo"),
-    ("restaurant", "eatery"),
     ("meal", "dish"),
+    ("answers", "replies"),
 )
 SYNONYMS: dict[str, str] = {a: b for a, b in SYNONYM_PAIRS} | {b: a for a, b in SYNONYM_PAIRS}
 
@@ -291,7 +292,20 @@ def synonyms(example: Example, rng: np.random.Generator) -> list[Example]:
         return []
     match = _choice(rng, matches)
     new = _match_case(match.group(), SYNONYMS[match.group().lower()])
-    return _with_text(example, key, text[: match.start()] + new + text[match.end():])
+    head = _fix_article(text[: match.start()], new)
+    return _with_text(example, key, head + new + text[match.end():])
+
+
+_ARTICLE = re.compile(r"\b(an?)(\s+)$", re.IGNORECASE)
+
+
+def _fix_article(head: str, word: str) -> str:
+    """``head`` with a final "a"/"an" agreeing with ``word`` (by its first letter)."""
+    match = _ARTICLE.search(head)
+    if match is None:
+        return head
+    article = "an" if word[:1].lower() in "aeiou" else "a"
+    return head[: match.start()] + _recase(match.group(1), article) + match.group(2)
 
 
 FIRST_NAMES: tuple[tuple[str, ...], ...] = (
@@ -427,14 +441,18 @@ PRONOUN_CONTRACTIONS: tuple[tuple[str, str], ...] = (
     ("I'm", "I am"), ("you're", "you are"), ("we're", "we are"), ("they're", "they are"),
     ("I've", "I have"), ("you've", "you have"), ("we've", "we have"), ("they've", "they have"),
     ("I'll", "I will"), ("you'll", "you will"), ("we'll", "we will"), ("they'll", "they will"),
-    ("let's", "let us"),
 )
 CONTRACTIONS = NEGATIVE_CONTRACTIONS + PRONOUN_CONTRACTIONS
 
 
 def _phrase_pattern(phrase: str) -> str:
     parts = [re.escape(p).replace("'", "['\u2019]") for p in phrase.split(" ")]
-    return r"\b" + r"\s+".join(parts) + r"\b"
+    pattern = r"\b" + r"\s+".join(parts) + r"\b"
+    if phrase.endswith(" have"):
+        # "I have seen" -> "I've seen", but not "I have a dog" -> "I've a dog".
+        pattern += r"(?=\s+(?:been|seen|done|gone|made|had|got|taken|known|given|found|told|"
+        pattern += r"said|bought|thought|heard|never|always|just|already|[A-Za-z]+ed)\b)"
+    return pattern
 
 
 _EXPAND = {short.lower(): long for short, long in CONTRACTIONS}
@@ -510,7 +528,8 @@ def neutral_phrase(example: Example, rng: np.random.Generator) -> list[Example]:
         prefix = _choice(rng, NEUTRAL_PREFIXES)
         stripped = text.lstrip()
         first = WORD.match(stripped)
-        if first and first.group().lower() in _LOWER_STARTERS and first.group()[1:].islower():
+        head = re.split("['\u2019]", first.group())[0] if first else ""
+        if first and head.lower() in _LOWER_STARTERS and first.group()[1:].islower():
             stripped = stripped[:1].lower() + stripped[1:]
         new = text[: len(text) - len(stripped)] + prefix + stripped
     else:
@@ -543,7 +562,7 @@ VERB_FORMS: tuple[tuple[str, str, str], ...] = (
     ("miss", "misses", "missed"), ("own", "owns", "owned"), ("live", "lives", "lived"),
     ("try", "tries", "tried"), ("come", "comes", "came"), ("find", "finds", "found"),
     ("keep", "keeps", "kept"), ("win", "wins", "won"), ("pass", "passes", "passed"),
-    ("arrive", "arrives", "arrived"), ("return", "returns", "returned"),
+    ("arrive", "arrives", "arrived"), ("meet", "meets", "met"), ("return", "returns", "returned"),
     ("fix", "fixes", "fixed"), ("answer", "answers", "answered"),
 )
 _BASE = {base: base for base, _, _ in VERB_FORMS}
@@ -877,7 +896,7 @@ def _flipped(a: Prediction, b: Prediction, tolerance: float | None) -> bool:
             return abs(x - y) > tolerance
     try:
         return bool(a.value != b.value)
-    except Exception:  # e.g. arrays with ambiguous truth values
+    except (TypeError, ValueError):  # e.g. arrays with ambiguous truth values
         return repr(a.value) != repr(b.value)
 
 
@@ -944,7 +963,7 @@ def _expectation(expect: Any) -> Callable[[Prediction, Prediction], bool]:
     def label(b: Prediction, a: Prediction) -> bool:
         try:
             return a.parsed and bool(a.value == expect)
-        except Exception:
+        except (TypeError, ValueError):
             return False
     return label
 
@@ -997,7 +1016,7 @@ def run_mft(
     for example, label, prediction in zip(examples, labels, predictions):
         try:
             good = prediction.parsed and bool(prediction.value == label)
-        except Exception:
+        except (TypeError, ValueError):
             good = False
         if not good:
             failures.append(Failure(
