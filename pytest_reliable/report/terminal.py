@@ -27,7 +27,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def summary_table(entries: list[dict[str, Any]], *, width: int = 120) -> list[str]:
     """One row per test: `reliable` tests in one table, CheckList tests in a second."""
     names = short_nodeids([str(entry.get("nodeid", "?")) for entry in entries])
-    name_width = max(32, width // 3)
+    name_width = max(48, width // 3)
     reliable = [e for e in entries if e.get("kind") == "reliable"]
     checklist = [e for e in entries if e.get("kind") in ("invariance", "directional", "mft")]
     errors = [e for e in entries if e not in reliable and e not in checklist]
