@@ -254,14 +254,15 @@ class ReliableState:
         self.marker_errors = False
         self._last_progress = 0.0
         self._progress_shown = False
+        self.lock_path = config.rootpath / "reliable.lock"
+        self.lock_mode = "update" if raw["lock-update"] else ("check" if raw["lock"] else None)
         if not self.is_worker:
-            lock_path = config.rootpath / "reliable.lock"
-            if raw["lock-update"]:
+            if self.lock_mode == "update":
                 from pytest_reliable.space import write_lock
 
-                write_lock(lock_path, self.spaces)
-            elif raw["lock"]:
-                check_lock_or_usage_error(lock_path, self.spaces)
+                write_lock(self.lock_path, self.spaces)
+            elif self.lock_mode == "check":
+                check_lock_or_usage_error(self.lock_path, self.spaces)
             if getattr(config, "cache", None) is not None:
                 config.cache.set(SEED_CACHE_KEY, self.settings.seed)
 
@@ -352,7 +353,8 @@ def load_spaces_or_usage_error(path: Path) -> dict[str, Any]:
         raise pytest.UsageError(str(error)) from None
 
 
-def check_lock_or_usage_error(lock_path: Path, spaces: dict[str, Any]) -> None:
+def lock_differences(lock_path: Path, spaces: dict[str, Any]) -> list[str]:
+    """What differs between ``spaces`` and the lock file, one line each (empty: all locked)."""
     from pytest_reliable.space import compare_lock, read_lock
 
     if not lock_path.exists():
@@ -360,9 +362,13 @@ def check_lock_or_usage_error(lock_path: Path, spaces: dict[str, Any]) -> None:
             f"--reliable-lock: {lock_path} does not exist; write it once with "
             "--reliable-lock-update and commit it."
         )
-    differences = compare_lock(spaces, read_lock(lock_path))
+    return [d.describe() for d in compare_lock(spaces, read_lock(lock_path))]
+
+
+def check_lock_or_usage_error(lock_path: Path, spaces: dict[str, Any]) -> None:
+    differences = lock_differences(lock_path, spaces)
     if differences:
-        lines = "\n".join("  " + d.describe() for d in differences)
+        lines = "\n".join("  " + d for d in differences)
         raise pytest.UsageError(
             f"--reliable-lock: the declared spaces differ from {lock_path.name} (pre-registration "
             f"broken), nothing was run:\n{lines}\nIf the change is intended, run once with "
@@ -418,11 +424,24 @@ def pytest_collection_modifyitems(
     if state is None:
         return
     errors = []
+    code_spaces: dict[str, Any] = {}
     for item in items:
         try:
-            item.stash[SPECS_KEY] = parse_item_markers(item, state)
+            item.stash[SPECS_KEY] = specs = parse_item_markers(item, state)
         except MarkerArgumentError as error:
             errors.append(f"{item.nodeid}: {error}")
+            continue
+        for spec in specs.values():
+            if spec.space is not None and not isinstance(spec.space, str):
+                code_spaces.setdefault(spec.space.name, spec.space)
+    if code_spaces and state.lock_mode == "check":
+        # Spaces declared in code are pre-registered too: checked when collected.
+        errors += [f"--reliable-lock: {line}" for line in
+                   lock_differences(state.lock_path, code_spaces)]
+    elif code_spaces and state.lock_mode == "update" and not state.is_worker:
+        from pytest_reliable.space import write_lock
+
+        write_lock(state.lock_path, {**state.spaces, **code_spaces})
     if errors:
         message = MARKER_ERROR + "\n".join(errors)
         if state.is_worker:

@@ -89,3 +89,32 @@ def test_lock_catches_a_changed_space(pytester: pytest.Pytester) -> None:
     text = result.stdout.str() + result.stderr.str()
     assert "wrappers" in text and "wrapper" in text and "--reliable-lock-update" in text
     assert "Traceback" not in text
+
+
+CODE_SPACE_TEST = '''
+import pytest
+from pytest_reliable import Dataset, MultipleChoice, Space
+
+SPACE = Space.from_mapping("inline", dict(wrapper={wrappers}))
+
+@pytest.mark.reliable(space=SPACE, n=2)
+def test_code_space(reliable):
+    reliable.evaluate(Dataset.from_records({{dataset!r}}), MultipleChoice())
+'''
+
+
+def code_space_test(wrappers: list[str]) -> str:
+    # The file is .format()ed twice (here and in write_project): escape the wrappers' braces.
+    return CODE_SPACE_TEST.format(wrappers=repr(wrappers).replace("{", "{{").replace("}", "}}"))
+
+
+def test_lock_covers_spaces_declared_in_code(pytester: pytest.Pytester) -> None:
+    write_project(pytester, test_file=code_space_test(["({})", "{}."]))
+    pytester.runpytest_subprocess("--reliable-lock-update").assert_outcomes(passed=1)
+    assert "inline" in (pytester.path / "reliable.lock").read_text()
+    pytester.runpytest_subprocess("--reliable-lock").assert_outcomes(passed=1)
+
+    write_project(pytester, test_file=code_space_test(["({})", "[{}]"]))
+    result = pytester.runpytest_subprocess("--reliable-lock")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "inline" in result.stdout.str() + result.stderr.str()
