@@ -258,7 +258,15 @@ class Runner:
             del inflight[key]
             finish(i, res)
 
-        await asyncio.gather(*(one(i) for i in range(total)))
+        # Cache hits need no task: answering them here keeps a replay fast.
+        pending = []
+        for i in range(total):
+            if keys[i] in hits:
+                self.stats.cached += 1
+                finish(i, CallResult(hits[keys[i]], cached=True))
+            else:
+                pending.append(i)
+        await asyncio.gather(*(one(i) for i in pending))
         return [r for r in results if r is not None]
 
     def _count_failure(self, status: str) -> None:

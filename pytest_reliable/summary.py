@@ -43,11 +43,11 @@ class Group:
     def score(self) -> float:
         return float(np.mean(self.scores)) if self.scores else float("nan")
 
-    def as_dict(self, confidence: float) -> dict[str, Any]:
-        low = high = None
-        binary = all(s in (0.0, 1.0) for s in self.scores)
-        if self.scores and binary:
-            low, high = stats.wilson_interval(int(sum(self.scores)), len(self.scores), confidence)
+    @property
+    def binary(self) -> bool:
+        return bool(self.scores) and all(s in (0.0, 1.0) for s in self.scores)
+
+    def as_dict(self, low: float | None = None, high: float | None = None) -> dict[str, Any]:
         return {
             "score": self.score,
             "cells": self.cells,
@@ -55,6 +55,18 @@ class Group:
             "wilson_high": high,
             "description": self.description,
         }
+
+
+def groups_as_dict(groups: dict[str, Group], confidence: float) -> dict[str, dict[str, Any]]:
+    """Per-group JSON, with Wilson intervals for 0/1 scores computed in one vectorised call."""
+    binary = [g for g in groups.values() if g.binary]
+    intervals: dict[str, tuple[float, float]] = {}
+    if binary:
+        lows, highs = stats.wilson_intervals(
+            [sum(g.scores) for g in binary], [g.cells for g in binary], confidence
+        )
+        intervals = {g.key: (float(lo), float(hi)) for g, lo, hi in zip(binary, lows, highs)}
+    return {key: g.as_dict(*intervals.get(key, (None, None))) for key, g in groups.items()}
 
 
 @dataclass
@@ -80,7 +92,7 @@ class RangeSummary:
             "median": self.median,
             "max": self.maximum,
             "grouping": self.grouping,
-            "per_variant": {k: g.as_dict(confidence) for k, g in self.groups.items()},
+            "per_variant": groups_as_dict(self.groups, confidence),
         }
 
 
