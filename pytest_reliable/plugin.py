@@ -487,15 +487,9 @@ def parse_item_markers(item: pytest.Item, state: ReliableState) -> dict[str, Any
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
+    """Thresholds are checked when the test body ends, so the test can assert on a report first."""
     result = yield
-    reports = item.stash.get(RESULTS_KEY, [])
-    failing = [report for report in reports if not report.passed]
-    for report in reports:
-        from pytest_reliable.report import junit_properties
-
-        item.user_properties.extend(
-            junit_properties(report.entry("passed" if report.passed else "failed"))
-        )
+    failing = [report for report in item.stash.get(RESULTS_KEY, []) if not report.passed]
     if failing:
         pytest.fail("\n\n".join(report.failure_message() for report in failing), pytrace=False)
     return result
@@ -503,14 +497,18 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
+    """Results travel on the test report (to the xdist controller) and as JUnit properties."""
     report = yield
     if report.when == "call" or (report.when == "setup" and report.failed):
-        entries = []
+        from pytest_reliable.report import junit_properties
+
+        entries = [*item.stash.get(ERRORS_KEY, [])]
         for result in item.stash.get(RESULTS_KEY, []):
             verdict = "error" if result.problems else ("passed" if report.passed else "failed")
             entries.append(result.entry(verdict))
-        for error in item.stash.get(ERRORS_KEY, []):
-            entries.append(error)
+        for entry in entries:
+            # junitxml reads the teardown report's properties, copied from the item.
+            item.user_properties.extend(junit_properties(entry))
         if entries:
             report.reliable_entries = entries
     return report

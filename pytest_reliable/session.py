@@ -322,7 +322,7 @@ class ReliableSession:
         else:
             result = checklist.run_mft(
                 records, predict, confidence=spec.confidence, gate_on_bound=spec.gate_on_bound,
-                **spec.thresholds,
+                min_pass=spec.thresholds["min_pass"],
             )
         return ChecklistReport(
             nodeid=nodeid,

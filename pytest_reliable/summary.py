@@ -127,11 +127,17 @@ def dimension_marginals(space: Space, cells: list[CellResult]) -> dict[str, dict
     marginals: dict[str, dict[str, Group]] = {}
     for dim in space.variant_dimensions:
         marginals[dim] = group_cells(
-            cells,
-            key=lambda c, d=dim: space.display_value(d, c.variant.value(d)),
-            describe=lambda c, d=dim: f"{d}={space.display_value(d, c.variant.value(d))}",
+            cells, key=_value_of(space, dim), describe=_labelled_value_of(space, dim)
         )
     return marginals
+
+
+def _value_of(space: Space, dim: str) -> Callable[[CellResult], str]:
+    return lambda cell: space.display_value(dim, cell.variant.value(dim))
+
+
+def _labelled_value_of(space: Space, dim: str) -> Callable[[CellResult], str]:
+    return lambda cell: f"{dim}={space.display_value(dim, cell.variant.value(dim))}"
 
 
 def format_range(

@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 import weakref
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from pytest_reliable.models.base import (
     AsyncModel,
@@ -273,7 +273,9 @@ class _LazyLocalModel:
             return self._server.model()
 
     async def acomplete(self, messages: list[Message], params: SamplingParams) -> ModelResponse:
-        model = self._server._model or await asyncio.to_thread(self._started)
+        model = self._server._model
+        if model is None:
+            model = await asyncio.to_thread(self._started)
         return await model.acomplete(messages, params)
 
     async def release_loop_resources(self) -> None:

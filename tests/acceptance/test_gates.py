@@ -71,7 +71,7 @@ def test_seed_is_in_header_and_json(pytester: pytest.Pytester) -> None:
     result, report = run_json(pytester, "--reliable-seed=7")
     result.stdout.fnmatch_lines(["reliable: seed=7*"])
     assert report["seed"] == 7 and report["schema_version"] >= 1
-    again, report_last = run_json(pytester, "--reliable-seed=last", name="again.json")
+    _, report_last = run_json(pytester, "--reliable-seed=last", name="again.json")
     assert report_last["seed"] == 7
 
 

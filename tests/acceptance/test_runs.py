@@ -41,7 +41,7 @@ def test_xdist_gives_the_same_numbers_as_one_process(pytester: pytest.Pytester) 
 
 def test_auto_n_pilots_once_then_reuses_the_store(pytester: pytest.Pytester) -> None:
     write_project(pytester, test_file=AUTO_TEST)
-    first, report_first = run_json(pytester, "--reliable-n=auto", "--reliable-pilot-n=12",
+    _, report_first = run_json(pytester, "--reliable-n=auto", "--reliable-pilot-n=12",
                                    name="first.json")
     entry = by_test(report_first)["test_auto"]
     assert entry["n_star_source"] == "pilot" and entry["pilot_n"] == 12
@@ -51,7 +51,7 @@ def test_auto_n_pilots_once_then_reuses_the_store(pytester: pytest.Pytester) -> 
     assert entry["calls"]["made"] + entry["calls"]["cached"] == 5 * (12 + 1)
 
     # Second run: n* from the store, no pilot; --reliable-no-cache does not bypass the store.
-    second, report_second = run_json(pytester, "--reliable-n=auto", "--reliable-pilot-n=12",
+    _, report_second = run_json(pytester, "--reliable-n=auto", "--reliable-pilot-n=12",
                                      "--reliable-no-cache", name="second.json")
     again = by_test(report_second)["test_auto"]
     assert again["n_star_source"] == "store" and again["pilot_n"] is None
