@@ -250,7 +250,7 @@ def summarize(
     moments = stats.moments(per_resampling)
     k, n_instances = matrix.canonical_scores.shape
     first = matrix.canonical_scores[0]
-    low, high = stats.wilson_interval(int(round(first.sum())), n_instances, confidence)
+    low, high = stats.wilson_interval(round(first.sum()), n_instances, confidence)
     successes = np.rint(matrix.canonical_scores.sum(axis=0)).astype(int)
     at_1 = float(np.mean([stats.pass_at_k(k, int(c), 1) for c in successes]))
     at_k = float(np.mean([stats.pass_at_k(k, int(c), k) for c in successes]))

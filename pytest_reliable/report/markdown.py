@@ -34,8 +34,10 @@ def markdown_summary(report: dict[str, Any]) -> str:
     lines = [
         "## pytest-reliable",
         "",
-        f"seed `{report.get('seed')}` · model `{report.get('model')}` · spaces "
-        f"`{space_hash[:12] if space_hash else 'built-in default'}`",
+        (
+            f"seed `{report.get('seed')}` · model `{report.get('model')}` · spaces "
+            f"`{space_hash[:12] if space_hash else 'built-in default'}`"
+        ),
         "",
     ]
     reliable = [e for e in entries if e.get("kind") == "reliable"]
@@ -51,9 +53,10 @@ def markdown_summary(report: dict[str, Any]) -> str:
     if failures:
         lines += ["", "### Failures", ""]
         for entry in failures:
-            lines += [f"<details><summary>{_escape(names[str(entry.get('nodeid', '?'))])}"
-                      "</summary>", "", "```", str(entry["message"]).replace("```", "'''"), "```",
-                      "", "</details>", ""]
+            name = _escape(names[str(entry.get("nodeid", "?"))])
+            message = str(entry["message"]).replace("```", "'''")
+            lines += [f"<details><summary>{name}</summary>", "", "```", message, "```", "",
+                      "</details>", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
