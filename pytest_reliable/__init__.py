@@ -29,7 +29,7 @@ _LAZY: dict[str, str] = {
     "ModelResponse": "pytest_reliable.models.base",
 }
 
-__all__ = [*sorted(_LAZY), "__version__"]
+__all__ = ["__version__", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
