@@ -29,7 +29,7 @@ _LAZY: dict[str, str] = {
     "ModelResponse": "pytest_reliable.models.base",
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = ["__version__", *_LAZY]  # noqa: PLE0604 - the lazy names are the public API
 
 
 def __getattr__(name: str) -> Any:
