@@ -8,6 +8,7 @@ translates between pytest and these.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -194,7 +195,7 @@ class ReliableSession:
         )
 
         def run(n: int, on: AsyncModel) -> ScoreMatrix:
-            settings = EvaluationSettings(**{**base.__dict__, "n": n})
+            settings = dataclasses.replace(base, n=n)
             return evaluate(dataset, task, space, settings, self.runner(on, nodeid))
 
         # (n*, reliable, achievable eps) from a pilot or the store; None = from the resamplings.

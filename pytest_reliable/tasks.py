@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 import string
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,6 +185,26 @@ def _where(dataset: Any, i: int) -> str:
     return f"{name}, record {i + 1}"
 
 
+def _records(
+    dataset: Any, fields: tuple[str, ...], need: str
+) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(where, record) for each record, after the checks every task shares: a dataset that is not
+    empty, records that are mappings with ``fields``. ``need`` says what a record must hold."""
+    records = list(dataset)
+    if not records:
+        raise DatasetError(f"{getattr(dataset, 'name', None) or 'dataset'}: the dataset is "
+                           "empty. Fix: give at least one record.")
+    for i, record in enumerate(records):
+        where = _where(dataset, i)
+        if not isinstance(record, Mapping):
+            raise DatasetError(f"{where}: a record must be a mapping, got "
+                               f"{type(record).__name__}")
+        for key in fields:
+            if key not in record:
+                raise DatasetError(f"{where}: field {key!r} is missing. Fix: {need}.")
+        yield where, record
+
+
 class _OptionTask:
     """Shared grading for tasks whose answers are options."""
 
@@ -264,19 +284,10 @@ class MultipleChoice(_OptionTask):
 
     def validate(self, dataset: Any) -> None:
         """DatasetError naming the record's file/line and field for the first bad record."""
-        records = list(dataset)
-        if not records:
-            raise DatasetError(f"{getattr(dataset, 'name', None) or 'dataset'}: the dataset is "
-                               "empty. Fix: give at least one record.")
-        for i, record in enumerate(records):
-            where = _where(dataset, i)
-            if not isinstance(record, Mapping):
-                raise DatasetError(f"{where}: a record must be a mapping, got "
-                                   f"{type(record).__name__}")
-            for key in ("question", "choices", "answer"):
-                if key not in record:
-                    raise DatasetError(f"{where}: field {key!r} is missing. Fix: MultipleChoice "
-                                       "records need question, choices and answer.")
+        for where, record in _records(
+            dataset, ("question", "choices", "answer"),
+            "MultipleChoice records need question, choices and answer",
+        ):
             choices = record["choices"]
             if not isinstance(choices, list | tuple) or len(choices) < 2:
                 raise DatasetError(f"{where}: field 'choices' must be a list of at least two "
@@ -376,16 +387,9 @@ class Classification(_OptionTask):
         return self.labels[choice]
 
     def validate(self, dataset: Any) -> None:
-        records = list(dataset)
-        if not records:
-            raise DatasetError(f"{getattr(dataset, 'name', None) or 'dataset'}: the dataset is "
-                               "empty. Fix: give at least one record.")
-        for i, record in enumerate(records):
-            where = _where(dataset, i)
-            for key in ("text", "label"):
-                if not isinstance(record, Mapping) or key not in record:
-                    raise DatasetError(f"{where}: field {key!r} is missing. Fix: Classification "
-                                       "records need text and label.")
+        for where, record in _records(
+            dataset, ("text", "label"), "Classification records need text and label"
+        ):
             if self.label_index(record["label"]) is None:
                 raise DatasetError(f"{where}: field 'label' {record['label']!r} is not one of the "
                                    f"labels {list(self.labels)!r}")
@@ -492,15 +496,10 @@ class Generation:
         return self.grade(text, example, prompt).prediction
 
     def validate(self, dataset: Any) -> None:
-        records = list(dataset)
-        if not records:
-            raise DatasetError(f"{getattr(dataset, 'name', None) or 'dataset'}: the dataset is "
-                               "empty. Fix: give at least one record.")
-        for i, record in enumerate(records):
-            where = _where(dataset, i)
-            if not isinstance(record, Mapping) or "question" not in record:
-                raise DatasetError(f"{where}: field 'question' is missing. Fix: Generation "
-                                   "records need question and reference (or references).")
+        for where, record in _records(
+            dataset, ("question",),
+            "Generation records need question and reference (or references)",
+        ):
             if "reference" not in record and "references" not in record:
                 raise DatasetError(f"{where}: field 'reference' is missing (or give "
                                    "'references', a list)")
