@@ -90,3 +90,45 @@ def test_own_assertion_first(reliable):
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*the user's own assertion*"])
+
+
+def _format_sensitive_rule(messages: object, params: dict) -> str:
+    """The scripted server's rule: the same format sensitivity as the conftest's callable."""
+    import re
+
+    prompt = messages if isinstance(messages, str) else messages[-1]["content"]  # type: ignore
+    right = re.search(r"^\((\w)\) right", prompt, re.MULTILINE)
+    if right:
+        return right.group(1)
+    wrong = re.search(r"^\W*(\w)\W+\s*wrong", prompt, re.MULTILINE)
+    return wrong.group(1) if wrong else "no idea"
+
+
+def test_openai_compatible_server_through_the_options(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_reliable.testing import ScriptedServer
+
+    write_project(pytester, conftest="")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    with ScriptedServer(_format_sensitive_rule) as server:
+        result, report = run_json(pytester, "--reliable-model=scripted-llm",
+                                  f"--reliable-base-url={server.base_url}")
+        distinct_prompts = 2 * 5  # two wrappers x five questions; repeats are replayed
+        assert server.completed == distinct_prompts
+    result.assert_outcomes(passed=1, failed=1)
+    entry = by_test(report)["test_passes"]
+    assert entry["model"] == "openai:scripted-llm@127.0.0.1"
+    assert entry["mean"] == pytest.approx(0.5) and entry["canonical"]["score"] == 1.0
+    cache_bytes = (pytester.path / ".reliable" / "cache.sqlite").read_bytes()
+    assert b"sk-test-not-a-real-key" not in cache_bytes
+
+
+def test_github_step_summary(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_project(pytester)
+    summary = pytester.path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    pytester.runpytest_subprocess()
+    text = summary.read_text()
+    assert "| test_passes |" in text and "| test_fails_on_worst_format |" in text
+    assert "### Failures" in text
