@@ -12,6 +12,7 @@ The word lists below are small, hand-written lexicons of this project.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import numbers
 import re
@@ -200,6 +201,24 @@ def _with_text(example: Example, key: str, text: str) -> list[Example]:
     return [out]
 
 
+TextEdit = Callable[[str, np.random.Generator], "str | None"]
+
+
+def _on_text(edit: TextEdit) -> Callable[[Example, np.random.Generator], list[Example]]:
+    """A perturbation from an edit of the example's text field: [] when the example has no text
+    field, or the edit declines (None) or changes nothing."""
+
+    @functools.wraps(edit)
+    def perturb(example: Example, rng: np.random.Generator) -> list[Example]:
+        key = _text_key(example)
+        if key is None:
+            return []
+        new = edit(example[key], rng)
+        return [] if new is None else _with_text(example, key, new)
+
+    return perturb
+
+
 def _is_negator(word: str) -> bool:
     lower = word.lower().replace("\u2019", "'")
     return lower in NEGATORS or lower.endswith("n't")
@@ -221,12 +240,9 @@ def _choice(rng: np.random.Generator, items: Sequence[Any]) -> Any:
 # ---------------------------------------------------------------------------------------------
 # Invariance perturbations
 # ---------------------------------------------------------------------------------------------
-def typos(example: Example, rng: np.random.Generator) -> list[Example]:
+@_on_text
+def typos(text: str, rng: np.random.Generator) -> str | None:
     """Swap two adjacent inner letters of one or two words of length >= 4 (negators untouched)."""
-    key = _text_key(example)
-    if key is None:
-        return []
-    text: str = example[key]
     candidates = []
     for match in WORD.finditer(text):
         word = match.group()
@@ -236,7 +252,7 @@ def typos(example: Example, rng: np.random.Generator) -> list[Example]:
         if inner:
             candidates.append((match.start(), word, inner))
     if not candidates:
-        return []
+        return None
     count = min(len(candidates), int(rng.integers(1, 3)))
     picked = sorted(int(i) for i in rng.choice(len(candidates), size=count, replace=False))
     chars = list(text)
@@ -247,7 +263,7 @@ def typos(example: Example, rng: np.random.Generator) -> list[Example]:
         if _is_negator(swapped):
             continue
         chars[start:start + len(word)] = list(swapped)
-    return _with_text(example, key, "".join(chars))
+    return "".join(chars)
 
 
 # Meaning-preserving, polarity-free pairs; every word appears once (the mapping is a bijection).
@@ -281,19 +297,16 @@ SYNONYM_PAIRS: tuple[tuple[str, str], ...] = (
 SYNONYMS: dict[str, str] = {a: b for a, b in SYNONYM_PAIRS} | {b: a for a, b in SYNONYM_PAIRS}
 
 
-def synonyms(example: Example, rng: np.random.Generator) -> list[Example]:
+@_on_text
+def synonyms(text: str, rng: np.random.Generator) -> str | None:
     """Replace one word with a hand-listed synonym (e.g. movie <-> film, big <-> large)."""
-    key = _text_key(example)
-    if key is None:
-        return []
-    text: str = example[key]
     matches = [m for m in WORD.finditer(text) if m.group().lower() in SYNONYMS]
     if not matches:
-        return []
+        return None
     match = _choice(rng, matches)
     new = _match_case(match.group(), SYNONYMS[match.group().lower()])
     head = _fix_article(text[: match.start()], new)
-    return _with_text(example, key, head + new + text[match.end():])
+    return head + new + text[match.end():]
 
 
 _ARTICLE = re.compile(r"\b(an?)(\s+)$", re.IGNORECASE)
@@ -324,13 +337,9 @@ COUNTRIES: tuple[str, ...] = (
 )
 
 
-def _swap_entity(example: Example, rng: np.random.Generator,
-                 groups: Sequence[Sequence[str]]) -> list[Example]:
+def _swap_entity(text: str, rng: np.random.Generator,
+                 groups: Sequence[Sequence[str]]) -> str | None:
     """Replace every occurrence of one lexicon entry with another entry of the same group."""
-    key = _text_key(example)
-    if key is None:
-        return []
-    text: str = example[key]
     group_of = {entry: group for group in groups for entry in group}
     found: list[str] = []
     for match in WORD.finditer(text):
@@ -338,52 +347,48 @@ def _swap_entity(example: Example, rng: np.random.Generator,
         if word in group_of and word not in found:
             found.append(word)
     if not found:
-        return []
+        return None
     old = _choice(rng, found)
     others = [entry for entry in group_of[old] if entry != old and entry not in found]
     if not others:
-        return []
+        return None
     new = _choice(rng, others)
-    return _with_text(example, key, re.sub(rf"\b{re.escape(old)}\b", new, text))
+    return re.sub(rf"\b{re.escape(old)}\b", new, text)
 
 
-def names(example: Example, rng: np.random.Generator) -> list[Example]:
+@_on_text
+def names(text: str, rng: np.random.Generator) -> str | None:
     """Swap a first name from the lexicon for another one (same list; every occurrence)."""
-    return _swap_entity(example, rng, FIRST_NAMES)
+    return _swap_entity(text, rng, FIRST_NAMES)
 
 
-def locations(example: Example, rng: np.random.Generator) -> list[Example]:
+@_on_text
+def locations(text: str, rng: np.random.Generator) -> str | None:
     """Swap a city for a city, or a country for a country (every occurrence)."""
-    return _swap_entity(example, rng, (CITIES, COUNTRIES))
+    return _swap_entity(text, rng, (CITIES, COUNTRIES))
 
 
 INTEGER = re.compile(r"(?<![\w.,])\d+(?![\w]|[.,]\d)")
 
 
-def numbers_(example: Example, rng: np.random.Generator) -> list[Example]:
+@_on_text
+def numbers_(text: str, rng: np.random.Generator) -> str | None:
     """Change one integer by a small amount (1-3, staying >= 0); [] without an integer."""
-    key = _text_key(example)
-    if key is None:
-        return []
-    text: str = example[key]
     matches = [m for m in INTEGER.finditer(text)
                if len(m.group()) < 16 and not (len(m.group()) > 1 and m.group()[0] == "0")]
     if not matches:
-        return []
+        return None
     match = _choice(rng, matches)
     value = int(match.group())
     delta = int(rng.integers(1, 4)) * (1 if rng.random() < 0.5 else -1)
     if value + delta < 0:
         delta = -delta
-    return _with_text(example, key, text[: match.start()] + str(value + delta) + text[match.end():])
+    return text[: match.start()] + str(value + delta) + text[match.end():]
 
 
-def punctuation(example: Example, rng: np.random.Generator) -> list[Example]:
+@_on_text
+def punctuation(text: str, rng: np.random.Generator) -> str | None:
     """Remove a trailing '.'/'!', add a trailing '.', or remove a comma."""
-    key = _text_key(example)
-    if key is None:
-        return []
-    text: str = example[key]
     body = text.rstrip()
     tail = text[len(body):]
     options: list[str] = []
@@ -396,37 +401,31 @@ def punctuation(example: Example, rng: np.random.Generator) -> list[Example]:
         at = int(_choice(rng, commas))
         options.append(text[:at] + text[at + 1:])
     if not options:
-        return []
-    return _with_text(example, key, _choice(rng, options))
+        return None
+    return _choice(rng, options)
 
 
-def whitespace(example: Example, rng: np.random.Generator) -> list[Example]:
+@_on_text
+def whitespace(text: str, rng: np.random.Generator) -> str | None:
     """Double one existing space, or add a trailing space."""
-    key = _text_key(example)
-    if key is None:
-        return []
-    text: str = example[key]
     if not text.strip():
-        return []
+        return None
     spaces = [m.start() for m in re.finditer(" ", text.strip())]
     offset = len(text) - len(text.lstrip())
     options = [text + " "]
     if spaces:
         at = offset + int(_choice(rng, spaces))
         options.append(text[:at] + " " + text[at:])
-    return _with_text(example, key, _choice(rng, options))
+    return _choice(rng, options)
 
 
-def casing(example: Example, rng: np.random.Generator) -> list[Example]:
+@_on_text
+def casing(text: str, rng: np.random.Generator) -> str | None:
     """Lower- or upper-case the whole text (whichever changes it; [] when neither does)."""
-    key = _text_key(example)
-    if key is None:
-        return []
-    text: str = example[key]
     options = [t for t in (text.lower(), text.upper()) if t != text]
     if not options:
-        return []
-    return _with_text(example, key, _choice(rng, options))
+        return None
+    return _choice(rng, options)
 
 
 # Unambiguous contractions only ('s and 'd are left alone: has/is, had/would).
@@ -494,16 +493,13 @@ def _contract(text: str) -> str:
     return text
 
 
-def contractions(example: Example, rng: np.random.Generator) -> list[Example]:
+@_on_text
+def contractions(text: str, rng: np.random.Generator) -> str | None:
     """Expand every contraction ("isn't" -> "is not") or contract every expandable phrase."""
-    key = _text_key(example)
-    if key is None:
-        return []
-    text: str = example[key]
     options = [t for t in (_expand(text), _contract(text)) if t != text]
     if not options:
-        return []
-    return _with_text(example, key, _choice(rng, options))
+        return None
+    return _choice(rng, options)
 
 
 NEUTRAL_PREFIXES: tuple[str, ...] = ("Anyway, ", "So, ", "For the record, ")
@@ -516,14 +512,11 @@ _LOWER_STARTERS = frozenset({
 })
 
 
-def neutral_phrase(example: Example, rng: np.random.Generator) -> list[Example]:
+@_on_text
+def neutral_phrase(text: str, rng: np.random.Generator) -> str | None:
     """Prepend ("Anyway, ...") or append (" That is all.") a phrase that carries no meaning."""
-    key = _text_key(example)
-    if key is None:
-        return []
-    text: str = example[key]
     if not text.strip():
-        return []
+        return None
     if rng.random() < 0.5:
         prefix = _choice(rng, NEUTRAL_PREFIXES)
         stripped = text.lstrip()
@@ -538,7 +531,7 @@ def neutral_phrase(example: Example, rng: np.random.Generator) -> list[Example]:
         if body[-1].isalnum():
             body += "."
         new = body + suffix
-    return _with_text(example, key, new)
+    return new
 
 
 # ---------------------------------------------------------------------------------------------
@@ -651,14 +644,11 @@ def _negate_text(text: str) -> str | None:
     return None
 
 
-def negation(example: Example, rng: np.random.Generator) -> list[Example]:
+@_on_text
+def negation(text: str, rng: np.random.Generator) -> str | None:
     """Negate the first clause ("X is good" -> "X is not good", "I loved it" -> "I did not love
     it"); [] when the text is already negated or no pattern applies (never double-negates)."""
-    key = _text_key(example)
-    if key is None:
-        return []
-    new = _negate_text(example[key])
-    return [] if new is None else _with_text(example, key, new)
+    return _negate_text(text)
 
 
 INTENSIFIABLE = frozenset({
@@ -672,19 +662,16 @@ _ALREADY_INTENSE = frozenset({"really", "very", "so", "extremely", "too", "quite
                               "incredibly", "super", "truly", "most", "more", "less", "least"})
 
 
-def intensify(example: Example, rng: np.random.Generator) -> list[Example]:
+@_on_text
+def intensify(text: str, rng: np.random.Generator) -> str | None:
     """Put "really" or "very" before a lexicon adjective ("good" -> "really good"); [] when the
     text has no such adjective or it is intensified already."""
-    key = _text_key(example)
-    if key is None:
-        return []
-    text: str = example[key]
     words = list(WORD.finditer(text))
     for i, match in enumerate(words):
         if match.group().lower() not in INTENSIFIABLE:
             continue
         if i > 0 and words[i - 1].group().lower() in _ALREADY_INTENSE:
-            return []
+            return None
         adverb = _choice(rng, INTENSIFIERS)
         adjective = match.group()
         if len(adjective) > 1 and adjective.isupper():
@@ -692,10 +679,8 @@ def intensify(example: Example, rng: np.random.Generator) -> list[Example]:
         elif adjective[:1].isupper():
             adverb = adverb.capitalize()
             adjective = adjective[:1].lower() + adjective[1:]
-        return _with_text(
-            example, key, text[: match.start()] + f"{adverb} {adjective}" + text[match.end():]
-        )
-    return []
+        return text[: match.start()] + f"{adverb} {adjective}" + text[match.end():]
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
