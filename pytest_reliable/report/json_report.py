@@ -23,7 +23,8 @@ def build_report(
     if model is None:
         models = {e.get("model") for e in tests if e.get("model")}
         model = models.pop() if len(models) == 1 else ("mixed" if models else None)
-    return json_safe({
+    # Entries are JSON-safe already (`report.model`); `write_report` is where it is enforced.
+    return {
         "schema_version": SCHEMA_VERSION,
         "pytest_reliable_version": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -31,7 +32,7 @@ def build_report(
         "model": model,
         "space_hash": space_hash,
         "tests": tests,
-    })
+    }
 
 
 def write_report(report: dict[str, Any], path: str | Path) -> None:
