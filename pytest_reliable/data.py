@@ -76,10 +76,7 @@ class Dataset(Sequence[Record]):
         if suffix not in (".jsonl", ".json", ".csv", ".yaml", ".yml"):
             raise DatasetError(f"{path}: unknown data format {suffix!r}. Fix: use .jsonl, .json, "
                                ".csv or .yaml.")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as error:
-            raise DatasetError(f"{path}: cannot read ({error.strerror}).") from None
+        text = read_text(path)
         name = name or path.stem
         if suffix == ".jsonl":
             records, where = _read_jsonl(path, text)
@@ -96,10 +93,9 @@ class Dataset(Sequence[Record]):
     @classmethod
     def from_bbh(cls, path: str | Path, limit: int | None = None) -> Dataset:
         path = Path(path)
+        text = read_text(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as error:
-            raise DatasetError(f"{path}: cannot read ({error.strerror}).") from None
+            data = json.loads(text)
         except json.JSONDecodeError as error:
             raise DatasetError(f"{path}, line {error.lineno}: not JSON ({error.msg}).") from None
         examples = data.get("examples") if isinstance(data, dict) else None
@@ -175,6 +171,19 @@ class Dataset(Sequence[Record]):
 
 # ------------------------------------------------------------------------------------------
 # readers
+
+
+def read_text(path: Path) -> str:
+    """A data file's text, or a DatasetError naming the file (unreadable, or not UTF-8)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise DatasetError(f"{path}: cannot read ({error.strerror}).") from None
+    except UnicodeDecodeError as error:
+        raise DatasetError(
+            f"{path}: not UTF-8 text (byte {error.object[error.start]:#04x} at offset "
+            f"{error.start}). Fix: save the file as UTF-8."
+        ) from None
 
 
 def _read_jsonl(path: Path, text: str) -> tuple[list[Record], list[str]]:

@@ -8,14 +8,16 @@ controller on the test reports (``report.reliable_entries``).
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -26,6 +28,9 @@ from pytest_reliable.markerspec import (
     parse_checklist,
     parse_reliable,
 )
+
+if TYPE_CHECKING:
+    from pytest_reliable.session import Settings
 
 # Decorator aliases: ``from pytest_reliable import reliable`` then ``@reliable(...)``.
 reliable = pytest.mark.reliable
@@ -55,12 +60,97 @@ ERRORS_KEY = pytest.StashKey[list]()
 
 
 # -- options --------------------------------------------------------------------------------
+# Each option's value is checked by one converter: argparse runs it on the command line (a bad
+# value is pytest's usage error, exit code 4), `option_value` on environment and ini values.
+def _integer(minimum: int) -> Callable[[str], int]:
+    def integer(text: str) -> int:
+        try:
+            number = int(str(text).strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not valid: give an integer >= {minimum}") from None
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} is not valid: give an integer >= {minimum}")
+        return number
+
+    return integer
+
+
+def _n(text: str) -> int | str:
+    if str(text).strip().lower() == "auto":
+        return "auto"
+    try:
+        return _integer(1)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not valid: give an integer >= 1 or 'auto'") from None
+
+
+def _seed(text: str) -> int | str:
+    if str(text).strip().lower() == "last":
+        return "last"
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not valid: give an integer or 'last'") from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(str(text).strip())
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not valid: give seconds > 0 (e.g. 60)")
+    return seconds
+
+
+def _budget(text: str) -> tuple[int | None, int | None]:
+    """(calls, tokens) from '200000', '500calls' or both as '200000,500calls'."""
+    calls = tokens = None
+    for part in str(text).replace(" ", "").lower().split(","):
+        try:
+            if part.endswith("calls"):
+                calls = int(part[: -len("calls")])
+            else:
+                tokens = int(part.removesuffix("tokens"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not valid: give tokens ('200000') "
+                                             "and/or calls ('500calls')") from None
+        if (calls is not None and calls < 1) or (tokens is not None and tokens < 1):
+            raise argparse.ArgumentTypeError(f"{text!r} is not valid: budgets must be >= 1")
+    return calls, tokens
+
+
+def _url(text: str) -> str:
+    from urllib.parse import urlparse
+
+    parsed = urlparse(str(text).strip())
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not valid: give an http(s) URL, e.g. http://localhost:8000/v1")
+    return str(text).strip()
+
+
+def _flag(text: str) -> bool:
+    """Environment and ini spellings of a boolean."""
+    value = str(text).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not valid: give true or false")
+
+
 @dataclass(frozen=True)
 class Option:
     name: str  # without the leading "--reliable-"
     help: str
     kind: str = "string"  # string | bool | path
     choices: tuple[str, ...] | None = None
+    convert: Callable[[str], Any] | None = None
+    """Validates and converts a value (argparse `type=`); raises ArgumentTypeError."""
 
     @property
     def flag(self) -> str:
@@ -74,25 +164,40 @@ class Option:
     def env(self) -> str:
         return "RELIABLE_" + self.name.replace("-", "_").upper()
 
+    def parse(self, value: Any) -> Any:
+        """An environment or ini value (a string, or a number/bool from a TOML table) checked
+        and converted as argparse does for the command line."""
+        if self.kind == "bool":
+            return value if isinstance(value, bool) else _flag(value)
+        text = str(value)
+        if self.choices is not None and text not in self.choices:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not valid: choose from {', '.join(self.choices)}")
+        return self.convert(text) if self.convert is not None else text
+
 
 OPTIONS = (
     Option("n", "resamplings per test without its own n: an integer >= 1 or 'auto' (n* from a "
-           "pilot, stored in .reliable/). Default 10."),
-    Option("pilot-n", "pilot resamplings for --reliable-n auto (default 100)."),
+           "pilot, stored in .reliable/). Default 10.", convert=_n),
+    Option("pilot-n", "pilot resamplings for --reliable-n auto (default 100).",
+           convert=_integer(2)),
     Option("reference-model", "model of the --reliable-n auto pilot (default: the model under "
            "test)."),
     Option("seed", "seed of the variant draws: an integer or 'last' (default 0: a gate draws the "
-           "same pre-registered variants every run)."),
+           "same pre-registered variants every run).", convert=_seed),
     Option("model", "model name for the OpenAI-compatible adapter, or 'local' for the embedded "
            "SmolLM2-135M-Instruct (the default)."),
     Option("base-url", "base URL of an OpenAI-compatible server (OpenAI, vLLM, llama.cpp, Ollama, "
-           "LM Studio)."),
+           "LM Studio).", convert=_url),
     Option("api-key-env", "environment variable holding the API key (default OPENAI_API_KEY)."),
-    Option("concurrency", "concurrent model calls (default 1 for the embedded model, 8 otherwise)."),
-    Option("timeout", "seconds per model call before it is retried (default 60)."),
-    Option("max-retries", "retries per call on 429/5xx/timeouts/dropped connections (default 5)."),
+    Option("concurrency", "concurrent model calls (default 1 for the embedded model, 8 otherwise).",
+           convert=_integer(1)),
+    Option("timeout", "seconds per model call before it is retried (default 60).",
+           convert=_seconds),
+    Option("max-retries", "retries per call on 429/5xx/timeouts/dropped connections (default 5).",
+           convert=_integer(0)),
     Option("budget", "stop new model calls after this many tokens ('200000') and/or calls "
-           "('500calls'); several as 'N,Mcalls'."),
+           "('500calls'); several as 'N,Mcalls'.", convert=_budget),
     Option("cache", "response cache file (default .reliable/cache.sqlite under the rootdir).",
            kind="path"),
     Option("no-cache", "no persistent response cache (in-run reuse at temperature 0 stays).",
@@ -104,6 +209,8 @@ OPTIONS = (
     Option("lock", "stop before any model call if a declared space differs from reliable.lock.",
            kind="bool"),
     Option("lock-update", "write every declared space to reliable.lock, then run.", kind="bool"),
+    Option("full-text", "keep model answers and prompts whole in every report (default: long "
+           "texts are cut, saying where and how much).", kind="bool"),
 )
 
 
@@ -117,91 +224,53 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             parser.addini(option.dest, option.help, type="bool", default=None)
         else:
             group.addoption(option.flag, default=None, dest=option.dest, help=help_text,
-                            metavar=option.name.split("-")[-1].upper())
-            parser.addini(option.dest, option.help, default=None)
+                            metavar=option.name.split("-")[-1].upper(), type=option.convert,
+                            choices=option.choices)
+            parser.addini(option.dest, option.help, type=INI_TYPE, default=None)
+
+
+# pytest 9's native [tool.pytest] table gives numbers as numbers (`reliable_seed = 7`); pytest
+# >= 9.2 accepts them for an ini option typed as a union, and `Option.parse` converts either.
+INI_TYPE: Any = (str | int | float) if pytest.version_tuple >= (9, 2) else None
 
 
 def option_value(config: pytest.Config, option: Option) -> Any:
-    """Command line, then environment, then ini. Paths resolve as pytest resolves them."""
+    """Command line, then environment, then ini, converted by the option's converter. Paths
+    resolve as pytest resolves them (command line and environment: the current directory; ini:
+    the rootdir)."""
     value = config.getoption(option.dest)
     base = Path.cwd()
+    source = ""
     if value is None and os.environ.get(option.env):
-        value = os.environ[option.env]
-    if value is None:
-        value = config.getini(option.dest)
-        if value is None or value == "":
+        value, source = os.environ[option.env], f"environment variable {option.env}"
+    elif value is None:
+        value, source = config.getini(option.dest), f"ini option {option.dest}"
+        if value is None or value == "" or value == []:
             return None
         base = config.rootpath
-    if option.kind == "bool":
-        if isinstance(value, str):
-            return value.strip().lower() in ("1", "true", "yes", "on")
-        return bool(value)
+    if source:
+        try:
+            value = option.parse(value)
+        except argparse.ArgumentTypeError as error:
+            raise pytest.UsageError(f"{source} (for {option.flag}): {error}") from None
     if option.kind == "path":
         path = Path(str(value)).expanduser()
         return path if path.is_absolute() else base / path
     return value
 
 
-def _usage(option: Option, value: Any, allowed: str) -> pytest.UsageError:
-    return pytest.UsageError(f"{option.flag}={value!r} is not valid: {allowed}.")
-
-
-def _int(option: Option, value: Any, minimum: int) -> int:
-    try:
-        number = int(str(value))
-    except ValueError:
-        raise _usage(option, value, f"give an integer >= {minimum}") from None
-    if number < minimum:
-        raise _usage(option, value, f"give an integer >= {minimum}")
-    return number
-
-
-def _budget(option: Option, value: str) -> tuple[int | None, int | None]:
-    calls = tokens = None
-    for part in str(value).replace(" ", "").split(","):
-        text = part.lower()
-        try:
-            if text.endswith("calls"):
-                calls = int(text[: -len("calls")])
-            else:
-                tokens = int(text.removesuffix("tokens"))
-        except ValueError:
-            raise _usage(option, value, "give tokens ('200000') and/or calls ('500calls')") from None
-        if (calls is not None and calls < 1) or (tokens is not None and tokens < 1):
-            raise _usage(option, value, "budgets must be >= 1")
-    return calls, tokens
-
-
-def read_settings(config: pytest.Config) -> Any:
+def read_settings(config: pytest.Config) -> tuple[Settings, dict[str, Any]]:
     """Every option, validated: a bad value is pytest's usage error (exit code 4)."""
     from pytest_reliable.session import Settings
 
-    opts = {option.name: option for option in OPTIONS}
-    raw = {name: option_value(config, option) for name, option in opts.items()}
+    raw = {option.name: option_value(config, option) for option in OPTIONS}
     settings = Settings(rootdir=config.rootpath)
-    if raw["n"] is not None:
-        settings.n = "auto" if str(raw["n"]).lower() == "auto" else _int(opts["n"], raw["n"], 1)
-        if settings.n != "auto" and str(raw["n"]).strip() != str(settings.n):
-            raise _usage(opts["n"], raw["n"], "give an integer >= 1 or 'auto'")
-    if raw["pilot-n"] is not None:
-        settings.pilot_n = _int(opts["pilot-n"], raw["pilot-n"], 2)
-    for name in ("concurrency", "max-retries"):
+    for name in ("n", "pilot-n", "concurrency", "max-retries", "timeout", "record", "model",
+                 "base-url", "reference-model", "api-key-env"):
         if raw[name] is not None:
-            value = _int(opts[name], raw[name], 1 if name == "concurrency" else 0)
-            setattr(settings, name.replace("-", "_"), value)
-    if raw["timeout"] is not None:
-        try:
-            settings.timeout = float(raw["timeout"])
-        except ValueError:
-            raise _usage(opts["timeout"], raw["timeout"], "give seconds > 0") from None
-        if settings.timeout <= 0:
-            raise _usage(opts["timeout"], raw["timeout"], "give seconds > 0")
+            setattr(settings, name.replace("-", "_"), raw[name])
     if raw["budget"] is not None:
-        settings.budget_calls, settings.budget_tokens = _budget(opts["budget"], raw["budget"])
-    if raw["record"] is not None:
-        if raw["record"] not in ("new", "none", "all"):
-            raise _usage(opts["record"], raw["record"], "choose new, none or all")
-        settings.record = raw["record"]
+        settings.budget_calls, settings.budget_tokens = raw["budget"]
     settings.no_cache = bool(raw["no-cache"])
     if settings.no_cache and settings.record == "none":
         raise pytest.UsageError(
@@ -210,30 +279,56 @@ def read_settings(config: pytest.Config) -> Any:
         )
     if raw["cache"] is not None:
         settings.cache_path = raw["cache"]
-    for name in ("model", "base-url", "reference-model", "api-key-env"):
-        if raw[name] is not None:
-            setattr(settings, name.replace("-", "_"), str(raw[name]))
-    settings.seed = _seed(config, opts["seed"], raw["seed"])
+    settings.seed = _resolve_seed(config, raw["seed"])
+    _check_api_key(settings)
+    if raw["report"] is not None:
+        _check_writable(raw["report"])
     return settings, raw
 
 
-def _seed(config: pytest.Config, option: Option, value: Any) -> int:
+def _resolve_seed(config: pytest.Config, value: int | str | None) -> int:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "reliable_seed" in workerinput:
         return int(workerinput["reliable_seed"])
     if value is None:
         return 0
-    if str(value).lower() == "last":
+    if value == "last":
         if getattr(config, "cache", None) is None:
             raise pytest.UsageError(
                 "--reliable-seed last reads the seed of the previous run from pytest's cache, "
                 "but the cache provider is disabled (-p no:cacheprovider): give an integer seed."
             )
         return int(config.cache.get(SEED_CACHE_KEY, 0))  # type: ignore[union-attr]
-    try:
-        return int(str(value))
-    except ValueError:
-        raise _usage(option, value, "give an integer or 'last'") from None
+    return int(value)
+
+
+def _check_api_key(settings: Settings) -> None:
+    """A remote model without a key stops the run at start-up, not once per test."""
+    from pytest_reliable.models.openai_compat import is_loopback, url_host
+
+    if not settings.model or settings.model == "local" or is_loopback(settings.base_url):
+        return
+    if not os.environ.get(settings.api_key_env):
+        raise pytest.UsageError(
+            f"--reliable-model {settings.model} at {url_host(settings.base_url)} needs an API key: "
+            f"set the environment variable {settings.api_key_env} (or name another one with "
+            "--reliable-api-key-env), nothing was run."
+        )
+
+
+def _check_writable(path: Path) -> None:
+    """Before any model call: a report path that cannot be written would be found at the end."""
+    if path.is_dir():
+        raise pytest.UsageError(f"--reliable-report={path}: is a directory; give a file path.")
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise pytest.UsageError(f"--reliable-report={path}: {parent} is a file, not a directory; "
+                                "give a path in a directory.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise pytest.UsageError(f"--reliable-report={path}: {parent} is not writable; give a "
+                                "path you can write.")
 
 
 # -- the run's state --------------------------------------------------------------------------
@@ -247,7 +342,11 @@ class ReliableState:
         self.settings, raw = read_settings(config)
         self.is_worker = hasattr(config, "workerinput")
         self.config_path: Path = raw["config"] or config.rootpath / "reliable.yaml"
+        if raw["config"] is not None and not self.config_path.is_file():
+            raise pytest.UsageError(f"--reliable-config={self.config_path}: no such file; give "
+                                    "the path of your reliable.yaml (or drop the option).")
         self.report_path: Path | None = raw["report"]
+        self.full_text = bool(raw["full-text"])
         self.spaces = load_spaces_or_usage_error(self.config_path)
         self.session = ReliableSession(self.settings, self.spaces, on_progress=self._progress)
         self.entries: dict[str, list[dict[str, Any]]] = {}
@@ -355,6 +454,7 @@ def load_spaces_or_usage_error(path: Path) -> dict[str, Any]:
 
 def lock_differences(lock_path: Path, spaces: dict[str, Any]) -> list[str]:
     """What differs between ``spaces`` and the lock file, one line each (empty: all locked)."""
+    from pytest_reliable.errors import LockError
     from pytest_reliable.space import compare_lock, read_lock
 
     if not lock_path.exists():
@@ -362,7 +462,11 @@ def lock_differences(lock_path: Path, spaces: dict[str, Any]) -> list[str]:
             f"--reliable-lock: {lock_path} does not exist; write it once with "
             "--reliable-lock-update and commit it."
         )
-    return [d.describe() for d in compare_lock(spaces, read_lock(lock_path))]
+    try:
+        lock = read_lock(lock_path)
+    except LockError as error:
+        raise pytest.UsageError(f"--reliable-lock: {error}") from None
+    return [d.describe() for d in compare_lock(spaces, lock)]
 
 
 def check_lock_or_usage_error(lock_path: Path, spaces: dict[str, Any]) -> None:

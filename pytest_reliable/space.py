@@ -647,7 +647,7 @@ def _check_value(dim: str, value: Any, path: str, where: _Where) -> Any:
         return None
     if dim == "temperature":
         if isinstance(value, bool) or not isinstance(value, int | float) or not (
-                0.0 <= float(value) <= 2.0):
+                -1 < value < 3 and 0.0 <= float(value) <= 2.0):  # a 400-digit int: no float
             raise where.error(path, f"{path}: {value!r} is not a temperature", _FIX[dim]
                               + " between 0 and 2")
         return float(value)
@@ -741,29 +741,58 @@ def _canonical(raw: Any, values: Mapping[str, tuple[Any, ...]], where: _Where) -
 # reliable.yaml
 
 
-def _node_lines(node: Any, path: str, lines: dict[str, int]) -> None:
+MAX_CONFIG_BYTES = 1_000_000
+"""A reliable.yaml is a few hundred lines; anything near this size is a mistake or an attack."""
+MAX_CONFIG_NODES = 100_000
+"""YAML nodes after alias expansion: stops an alias bomb ("billion laughs") in milliseconds."""
+
+
+def _node_lines(node: Any, path: str, lines: dict[str, int], source: str,
+                budget: list[int] | None = None) -> None:
+    """Line of every key path; rejects duplicate keys and runaway alias expansion."""
     import yaml
 
+    budget = budget if budget is not None else [MAX_CONFIG_NODES]
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ReliableConfigError(
+            f"{source}: more than {MAX_CONFIG_NODES:,} YAML nodes once aliases are expanded "
+            "(an alias bomb?). Fix: write the spaces out without nested aliases."
+        )
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
         for key_node, value_node in node.value:
-            child = f"{path}.{key_node.value}" if path else str(key_node.value)
-            lines[child] = key_node.start_mark.line + 1
-            _node_lines(value_node, child, lines)
-            lines[child] = key_node.start_mark.line + 1
+            key = str(key_node.value)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                where = f"{path}." if path else ""
+                raise ReliableConfigError(
+                    f"{source}, line {line}: duplicate key {where}{key} (first on line "
+                    f"{seen[key]}); YAML would silently keep only the last. Fix: remove one."
+                )
+            seen[key] = line
+            child = f"{path}.{key}" if path else key
+            lines[child] = line
+            _node_lines(value_node, child, lines, source, budget)
+            lines[child] = line
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _node_lines(item, f"{path}[{i}]", lines)
+            _node_lines(item, f"{path}[{i}]", lines, source, budget)
 
 
 def parse_spaces(text: str, *, source: str = "reliable.yaml") -> dict[str, Space]:
     """The spaces declared in ``text`` (the content of a reliable.yaml)."""
     import yaml
 
+    lines: dict[str, int] = {}
     try:
         loader = yaml.SafeLoader(text)
         try:
             node = loader.get_single_node()
+            if node is not None:
+                # Before constructing: duplicate keys and alias bombs are caught on the node graph.
+                _node_lines(node, "", lines, source)
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
@@ -780,9 +809,6 @@ def parse_spaces(text: str, *, source: str = "reliable.yaml") -> dict[str, Space
             f"{source}{line}: broken YAML ({detail}). Fix: check the brackets, quotes and "
             "indentation there (strings with special characters need quotes, e.g. \"({})\")."
         ) from None
-    lines: dict[str, int] = {}
-    if node is not None:
-        _node_lines(node, "", lines)
     where = _Where(source, lines, "")
     if data is None:
         return {}
@@ -809,9 +835,15 @@ def load_spaces(path: str | Path) -> dict[str, Space]:
     """Every space under ``spaces:`` in a reliable.yaml file; ReliableConfigError when bad."""
     path = Path(path)
     try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ReliableConfigError(f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes; a "
+                                      "reliable.yaml declares spaces, not data. Fix: shorten it.")
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ReliableConfigError(f"{path}: cannot read ({error.strerror}).") from None
+    except UnicodeDecodeError as error:
+        raise ReliableConfigError(f"{path}: not UTF-8 text (offset {error.start}). Fix: save it "
+                                  "as UTF-8.") from None
     return parse_spaces(text, source=path.name)
 
 
@@ -856,7 +888,9 @@ def read_lock(path: str | Path) -> dict[str, dict[str, Any]]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         spaces = data["spaces"]
-        if not isinstance(spaces, dict):
+        if not isinstance(spaces, dict) or not all(
+                isinstance(v, dict) and isinstance(v.get("declaration", {}), dict)
+                for v in spaces.values()):
             raise TypeError
         return {str(k): dict(v) for k, v in spaces.items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

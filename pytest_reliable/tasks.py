@@ -202,6 +202,9 @@ def _records(
         for key in fields:
             if key not in record:
                 raise DatasetError(f"{where}: field {key!r} is missing. Fix: {need}.")
+            if record[key] is None:
+                # Never send "None" to a model (or grade against it): a null is a data bug.
+                raise DatasetError(f"{where}: field {key!r} is null. Fix: {need}, each a value.")
         yield where, record
 
 
