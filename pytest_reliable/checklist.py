@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.gate import ThresholdCheck
 from pytest_reliable.stats import wilson_interval
 
@@ -916,6 +917,38 @@ def _failure(example: Example, pair: _Pair, before: Prediction, after: Predictio
 
 
 RELATIONS = ("flip", "increase", "decrease")
+NUMERIC_RELATIONS = ("increase", "decrease")
+LABEL_TASKS = ("options", "multiple_choice", "classification")
+"""Task kinds whose predictions are labels or options, never numbers."""
+
+
+def check_expectation(expect: Any, task: Any) -> None:
+    """Before any model call: ``expect="increase"``/``"decrease"`` needs numeric predictions,
+    which a task answering with labels never gives (SPEC section 4: a usage error)."""
+    kind = getattr(task, "kind", None)
+    if isinstance(expect, str) and expect in NUMERIC_RELATIONS and kind in LABEL_TASKS:
+        raise ReliableConfigError(
+            f"directional(expect={expect!r}) needs numeric predictions, but "
+            f"{type(task).__name__} predicts labels. Fix: use expect='flip', a label, or a "
+            "callable (before, after) -> bool; or a Generation whose grader returns a number."
+        )
+
+
+def expected_label(task: Any) -> Callable[[Example], Any] | None:
+    """MFT's expected prediction: the record's label spelt as the task predicts it (a
+    Classification accepts "Positive" or the index 0 for its label "positive"); None when
+    the task has no labels (the raw "label" is compared)."""
+    labels = getattr(task, "labels", None)
+    label_index = getattr(task, "label_index", None)
+    if labels is None or not callable(label_index):
+        return None
+
+    def expected(example: Example) -> Any:
+        raw = example.get("label") if isinstance(example, dict) else None
+        index = label_index(raw)
+        return labels[index] if index is not None else raw
+
+    return expected
 
 
 def _expectation(expect: Any) -> Callable[[Prediction, Prediction], bool]:

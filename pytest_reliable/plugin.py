@@ -9,6 +9,7 @@ controller on the test reports (``report.reliable_entries``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
@@ -38,18 +39,51 @@ invariance = pytest.mark.invariance
 directional = pytest.mark.directional
 mft = pytest.mark.mft
 
-MARKERS = {
-    "reliable": "reliable(space=None, eps=0.01, delta=0.1, n=None, mode='ilr', confidence=0.95, "
-    "min_score=, min_lower_ci=, min_median=, min_worst=, max_spread=, max_std=, temperature=, k=1, "
-    "min_pass_at_k=, min_pass_hat_k=, min_cells=20, max_tokens=32): evaluate the model under "
-    "resampled meaning-preserving prompt variants and gate on robustness thresholds.",
-    "invariance": "invariance(perturb=[...], max_flip_rate=0.0, space=None, confidence=0.95, "
-    "tolerance=None, gate_on_bound=False): CheckList INV test: predictions must not change under "
-    "the listed perturbations.",
-    "directional": "directional(perturb=..., expect=..., max_fail_rate=0.0, space=None, "
-    "confidence=0.95): CheckList DIR test: predictions must change in the expected direction.",
-    "mft": "mft(min_pass=..., space=None, confidence=0.95): CheckList minimum functionality test.",
+MARKER_PURPOSE = {
+    "reliable": "evaluate the model under resampled meaning-preserving prompt variants and gate "
+                "on robustness thresholds.",
+    "invariance": "CheckList INV test: predictions must not change under the listed "
+                  "perturbations.",
+    "directional": "CheckList DIR test: predictions must change in the expected direction.",
+    "mft": "CheckList minimum functionality test.",
 }
+
+
+def marker_help(kind: str) -> str:
+    """``pytest --markers`` text, derived from markerspec's argument sets so it cannot drift."""
+    import dataclasses
+
+    from pytest_reliable.markerspec import (
+        CHECKLIST_ARGUMENTS,
+        CHECKLIST_DEFAULTS,
+        CHECKLIST_THRESHOLDS,
+        ChecklistSpec,
+        ReliableSpec,
+    )
+
+    def default(spec: type, name: str) -> str:
+        fields = {f.name: f for f in dataclasses.fields(spec)}
+        if name in ("perturb",):
+            return "[...]"
+        if name == "expect":
+            return "..."
+        if name not in fields or fields[name].default is dataclasses.MISSING:
+            return "..."
+        return repr(fields[name].default)
+
+    if kind == "reliable":
+        arguments = [f"{f.name}={default(ReliableSpec, f.name)}"
+                     for f in dataclasses.fields(ReliableSpec)]
+    else:
+        thresholds = [f"{name}={CHECKLIST_DEFAULTS[kind].get(name, '...')!r}".replace("'...'", "...")
+                      for name in CHECKLIST_THRESHOLDS[kind]]
+        first = [name for name in ("perturb", "expect") if name in CHECKLIST_ARGUMENTS[kind]]
+        rest = sorted(CHECKLIST_ARGUMENTS[kind] - set(first))
+        arguments = ([f"{name}={default(ChecklistSpec, name)}" for name in first] + thresholds
+                     + [f"{name}={default(ChecklistSpec, name)}" for name in rest])
+    return f"{kind}({', '.join(arguments)}): {MARKER_PURPOSE[kind]}"
+
+
 CHECKLIST_KINDS = ("invariance", "directional", "mft")
 STATE_NAME = "reliable-state"
 MARKER_ERROR = "bad pytest-reliable marker arguments (nothing was run):\n"
@@ -376,10 +410,21 @@ class ReliableState:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def model_label(self) -> str:
+        fixture = self.model_fixture_source()
+        if fixture is not None:
+            return f"the reliable_model fixture of {fixture}"
         if self.settings.model and self.settings.model != "local":
             host = self.settings.base_url or "api.openai.com"
             return f"{self.settings.model} at {host}"
         return "local SmolLM2-135M-Instruct (embedded, started on first use)"
+
+    def model_fixture_source(self) -> str | None:
+        """The conftest.py that overrides the ``reliable_model`` fixture, if one does."""
+        for plugin in self.config.pluginmanager.get_plugins():
+            path = getattr(plugin, "__file__", None) or ""
+            if path.endswith("conftest.py") and hasattr(plugin, "reliable_model"):
+                return os.path.relpath(path, self.config.rootpath)
+        return None
 
     # Hooks of the registered state object: they run on the controller under pytest-xdist,
     # where entries arrive on the workers' test reports.
@@ -394,8 +439,27 @@ class ReliableState:
         from pytest_reliable.report import summary_table
 
         terminalreporter.write_sep("=", "reliable summary")
-        for line in summary_table(all_entries(self), width=terminalreporter._tw.fullwidth):
+        width = self.config.get_terminal_writer().fullwidth
+        for line in summary_table(all_entries(self), width=width, columns=self.table_columns()):
             terminalreporter.write_line(line)
+
+    def table_columns(self) -> list[Any]:
+        """The `reliable` table's columns, after the pytest_reliable_table_columns hook."""
+        from pytest_reliable.report.format import RELIABLE_COLUMNS, Column
+
+        columns: list[Any] = list(RELIABLE_COLUMNS)
+        self.config.hook.pytest_reliable_table_columns(columns=columns)
+        return [column if isinstance(column, Column) else Column(*column) for column in columns]
+
+    def finish_entry(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """Where a test's entry is made (a worker under xdist): model text cut unless
+        --reliable-full-text, then the pytest_reliable_report_entry hook."""
+        from pytest_reliable.report.format import cut_strings
+
+        if not self.full_text:
+            entry = cut_strings(entry)
+        self.config.hook.pytest_reliable_report_entry(entry=entry)
+        return entry
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed and str(report.longrepr).startswith(MARKER_ERROR):
@@ -404,6 +468,8 @@ class ReliableState:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.marker_errors and not self.is_worker:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        if not self.is_worker:
+            mark_cache_dir(self.config.rootpath / ".reliable")
         if self.is_worker or (not self.entries and self.report_path is None):
             return
         from pytest_reliable.report import append_github_step_summary, build_report, write_report
@@ -414,30 +480,65 @@ class ReliableState:
         if self.report_path is not None:
             write_report(report, self.report_path)
         if os.environ.get("GITHUB_STEP_SUMMARY") and self.entries:
-            append_github_step_summary(report)
+            append_github_step_summary(report, columns=self.table_columns())
 
     def _progress(self, nodeid: str, event: Any) -> None:
+        """The running evaluation's calls, on one rewritten terminal line. Written with pytest's
+        capture suspended (as live logging does): visible under the default capture, never in a
+        test's "Captured stdout". A worker under pytest-xdist has no terminal: it says nothing
+        here and the controller prints the table (see the README)."""
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None or self.is_worker or self.config.get_verbosity() < 0:
-            return
-        if not reporter.isatty:
+        if reporter is None or self.is_worker or self.config.option.verbose < 0:
             return
         now = time.monotonic()
         finished = event.done >= event.total
-        if not finished and now - self._last_progress < 0.25:
+        interval = PROGRESS_INTERVAL if reporter.isatty else PROGRESS_INTERVAL_LOG
+        if not finished and now - self._last_progress < interval:
             return
+        if not reporter.isatty and finished and not self._progress_shown:
+            return  # a log file gets progress only for evaluations long enough to need it
         self._last_progress = now
-        if not self._progress_shown:
-            reporter.ensure_newline()
-            self._progress_shown = True
         from pytest_reliable.report import progress_line
 
-        reporter.rewrite(progress_line(nodeid, event.done, event.total, event.cached, event.made),
-                         erase=True)
-        if finished:
-            reporter.rewrite("", erase=True)
-            reporter.currentfspath = None  # pytest writes the file name again on a fresh line
-            self._progress_shown = False
+        width = self.config.get_terminal_writer().fullwidth
+        line = progress_line(nodeid, event.done, event.total, event.cached, event.made, width)
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            if not reporter.isatty:
+                reporter.ensure_newline()
+                reporter.write_line(line)
+                self._progress_shown = not finished
+                return
+            if not self._progress_shown:
+                reporter.ensure_newline()
+                self._progress_shown = True
+            reporter.rewrite(line, erase=True)
+            if finished:
+                reporter.rewrite("", erase=True)
+                reporter.currentfspath = None  # pytest writes the file name again on a fresh line
+                self._progress_shown = False
+
+
+PROGRESS_INTERVAL = 0.25
+"""Seconds between progress updates on a terminal."""
+PROGRESS_INTERVAL_LOG = 10.0
+"""Seconds between progress lines when output goes to a file or CI log (no rewriting there)."""
+
+
+def mark_cache_dir(path: Path) -> None:
+    """``.reliable/`` holds prompts and answers: keep it out of git (``git add .``) and out of
+    backups (CACHEDIR.TAG, bford.net/cachedir). Only for a directory the plugin made: an
+    existing .gitignore is left alone."""
+    if not path.is_dir() or (path / ".gitignore").exists():
+        return
+    try:
+        (path / ".gitignore").write_text("# created by pytest-reliable: prompts and answers\n*\n",
+                                         encoding="utf-8")
+        (path / "CACHEDIR.TAG").write_text(
+            "Signature: 8a477f597d28d172789f06886806bc55\n"
+            "# This directory is a cache of pytest-reliable (model answers).\n", encoding="utf-8")
+    except OSError:
+        pass  # a read-only checkout: nothing to protect against
 
 
 def load_spaces_or_usage_error(path: Path) -> dict[str, Any]:
@@ -487,9 +588,15 @@ def _state(config: pytest.Config) -> ReliableState:
 
 
 # -- hooks ------------------------------------------------------------------------------------
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_reliable import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    for help_text in MARKERS.values():
-        config.addinivalue_line("markers", help_text)
+    for kind in MARKER_PURPOSE:
+        config.addinivalue_line("markers", marker_help(kind))
     if config.option.help or getattr(config.option, "markers", False):
         return
     config.pluginmanager.register(ReliableState(config), STATE_NAME)
@@ -589,14 +696,45 @@ def parse_item_markers(item: pytest.Item, state: ReliableState) -> dict[str, Any
     return specs
 
 
+JUNIT_PREFIX = "reliable_"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Each attempt starts clean (pytest-rerunfailures runs the same item again): the last
+    attempt's results are the test's results, in the table, the JSON and JUnit."""
+    item.stash[RESULTS_KEY] = []
+    item.stash[ERRORS_KEY] = []
+    item.user_properties[:] = [prop for prop in item.user_properties
+                               if not str(prop[0]).startswith(JUNIT_PREFIX)]
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
     """Thresholds are checked when the test body ends, so the test can assert on a report first."""
-    result = yield
+    from pytest_reliable.errors import ReliableError
+
+    try:
+        result = yield
+    except ReliableError as error:
+        # E.g. Dataset.from_file on a bad file in the test body: the message names the culprit;
+        # a traceback through the plugin's modules would only hide it.
+        pytest.fail(f"{item.nodeid}: {error}", pytrace=False)
     failing = [report for report in item.stash.get(RESULTS_KEY, []) if not report.passed]
     if failing:
-        pytest.fail("\n\n".join(report.failure_message() for report in failing), pytrace=False)
+        from pytest_reliable.report.format import cut_message
+
+        pytest.fail(cut_message("\n\n".join(report.failure_message() for report in failing)),
+                    pytrace=False)
     return result
+
+
+def _kind(item: pytest.Item) -> str | None:
+    """The pytest-reliable kind of ``item`` (its marker, or "reliable" for the bare fixture)."""
+    for kind in ("reliable", *CHECKLIST_KINDS):
+        if item.get_closest_marker(kind) is not None:
+            return kind
+    return "reliable" if "reliable" in getattr(item, "fixturenames", ()) else None
 
 
 @pytest.hookimpl(wrapper=True)
@@ -610,6 +748,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         for result in item.stash.get(RESULTS_KEY, []):
             verdict = "error" if result.problems else ("passed" if report.passed else "failed")
             entries.append(result.entry(verdict))
+        kind = _kind(item)
+        if not entries and report.failed and kind is not None and call.excinfo is not None:
+            # Stopped before any result (pytest-timeout, an exception in the test body): the
+            # test still gets its row and JSON entry, as an error.
+            entries.append({"nodeid": item.nodeid, "kind": kind, "verdict": "error",
+                            "message": call.excinfo.exconly()})
+        state = item.config.pluginmanager.get_plugin(STATE_NAME)
+        if state is not None:
+            entries = [state.finish_entry(entry) for entry in entries]
         for entry in entries:
             # junitxml reads the teardown report's properties, copied from the item.
             item.user_properties.extend(junit_properties(entry))

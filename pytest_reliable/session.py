@@ -284,6 +284,8 @@ class ReliableSession:
 
         dataset = self.dataset(data)
         task.validate(dataset)
+        if spec.kind == "directional":
+            checklist.check_expectation(spec.expect, task)
         model = self.resolve_model(user_model)
         runner = self.runner(model, nodeid)
         space = self.space(spec.space) if spec.space is not None else None
@@ -323,7 +325,7 @@ class ReliableSession:
         else:
             result = checklist.run_mft(
                 records, predict, confidence=spec.confidence, gate_on_bound=spec.gate_on_bound,
-                min_pass=spec.thresholds["min_pass"],
+                min_pass=spec.thresholds["min_pass"], expected=checklist.expected_label(task),
             )
         return ChecklistReport(
             nodeid=nodeid,

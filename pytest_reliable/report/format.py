@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 MISSING = "-"
 
@@ -62,49 +63,82 @@ def n_star_cell(entry: dict[str, Any]) -> str:
     return f"{n_star}!" if entry.get("n_star_reliable") is False else str(n_star)
 
 
-def reliable_row(entry: dict[str, Any], name: str) -> list[str]:
+class Column(NamedTuple):
+    """One summary-table column (after the test name): header, the cell of one JSON entry, and
+    ``keep``: stays at any terminal width (the others are dropped, last first, to fit)."""
+
+    header: str
+    cell: Callable[[dict[str, Any]], str]
+    keep: bool = False
+
+
+def _mean_cell(entry: dict[str, Any]) -> str:
     mean, std = entry.get("mean"), entry.get("std")
-    k = entry.get("k") or 1
+    return MISSING if mean is None else f"{num(mean)}±{num(std)}"
+
+
+def _passes_cell(entry: dict[str, Any]) -> str:
     passes = "/".join(num(entry.get(key)) for key in ("pass_at_1", "pass_at_k", "pass_hat_k"))
+    return f"{passes} (k={entry.get('k') or 1})"
+
+
+def _calls_cell(entry: dict[str, Any]) -> str:
     calls = entry.get("calls") or {}
-    return [
-        name,
-        str(entry.get("n_resamplings") if entry.get("n_resamplings") is not None else MISSING),
-        str(entry.get("mode") or MISSING),
-        MISSING if mean is None else f"{num(mean)}±{num(std)}",
-        interval_cell(get(entry, "canonical", "score"), get(entry, "canonical", "wilson_low"),
-                      get(entry, "canonical", "wilson_high")),
-        spread_cell(entry.get("formats")),
-        spread_cell(entry.get("orders")),
-        f"{passes} (k={k})",
-        n_star_cell(entry),
-        f"{calls.get('made', 0)}/{calls.get('cached', 0)}",
-        str(entry.get("verdict") or MISSING),
-    ]
+    return f"{calls.get('made', 0)}/{calls.get('cached', 0)}"
 
 
-RELIABLE_HEADER = [
-    "test", "n", "mode", "mean±sd", "canonical [95% CI]", "formats min/med/max",
-    "orders min/med/max", "pass@1/@k/^k", "n*", "calls new/cached", "verdict",
+def _text_cell(key: str) -> Callable[[dict[str, Any]], str]:
+    return lambda entry: MISSING if entry.get(key) is None else str(entry.get(key))
+
+
+RELIABLE_COLUMNS: list[Column] = [
+    Column("n", _text_cell("n_resamplings")),
+    Column("mode", _text_cell("mode")),
+    Column("mean±sd", _mean_cell, keep=True),
+    Column("canonical [95% CI]", lambda e: interval_cell(
+        get(e, "canonical", "score"), get(e, "canonical", "wilson_low"),
+        get(e, "canonical", "wilson_high")), keep=True),
+    Column("formats min/med/max", lambda e: spread_cell(e.get("formats")), keep=True),
+    Column("orders min/med/max", lambda e: spread_cell(e.get("orders"))),
+    Column("pass@1/@k/^k", _passes_cell),
+    Column("n*", n_star_cell),
+    Column("calls new/cached", _calls_cell),
+    Column("verdict", _text_cell("verdict"), keep=True),
 ]
-CHECKLIST_HEADER = ["test", "kind", "rate [CI]", "pairs", "unparsed", "calls new/cached",
-                    "verdict"]
+"""The `reliable` table's columns; add one here (or with the pytest_reliable_table_columns hook)."""
+NARROW = {"formats min/med/max": Column("worst format", lambda e: num(get(e, "formats", "min")),
+                                         keep=True)}
+"""Narrower stand-ins for kept columns when the terminal is narrow even without the others."""
 RATE_NAMES = {"invariance": "flip rate", "directional": "fail rate", "mft": "pass rate"}
+CHECKLIST_COLUMNS: list[Column] = [
+    Column("kind", _text_cell("kind"), keep=True),
+    Column("rate [CI]", lambda e: f"{RATE_NAMES.get(str(e.get('kind')), 'rate')} " + interval_cell(
+        e.get("rate"), *((e.get("interval") or [None, None])[:2])), keep=True),
+    Column("pairs", _text_cell("pairs")),
+    Column("unparsed", _text_cell("unparsed")),
+    Column("calls new/cached", _calls_cell),
+    Column("verdict", _text_cell("verdict"), keep=True),
+]
+
+
+def row(entry: dict[str, Any], name: str, columns: list[Column]) -> list[str]:
+    return [name, *(str(column.cell(entry)) for column in columns)]
+
+
+def header(columns: list[Column]) -> list[str]:
+    return ["test", *(column.header for column in columns)]
+
+
+def reliable_row(entry: dict[str, Any], name: str) -> list[str]:
+    return row(entry, name, RELIABLE_COLUMNS)
 
 
 def checklist_row(entry: dict[str, Any], name: str) -> list[str]:
-    interval = entry.get("interval") or [None, None]
-    calls = entry.get("calls") or {}
-    kind = str(entry.get("kind") or MISSING)
-    return [
-        name,
-        kind,
-        f"{RATE_NAMES.get(kind, 'rate')} " + interval_cell(entry.get("rate"), *interval[:2]),
-        str(entry.get("pairs") if entry.get("pairs") is not None else MISSING),
-        str(entry.get("unparsed") if entry.get("unparsed") is not None else MISSING),
-        f"{calls.get('made', 0)}/{calls.get('cached', 0)}",
-        str(entry.get("verdict") or MISSING),
-    ]
+    return row(entry, name, CHECKLIST_COLUMNS)
+
+
+RELIABLE_HEADER = header(RELIABLE_COLUMNS)
+CHECKLIST_HEADER = header(CHECKLIST_COLUMNS)
 
 
 def not_reliable_notes(entries: list[dict[str, Any]], names: dict[str, str]) -> list[str]:
@@ -118,3 +152,38 @@ def not_reliable_notes(entries: list[dict[str, Any]], names: dict[str, str]) -> 
                 f"eps={num(entry.get('achievable_eps'), 4)}"
             )
     return notes
+
+
+# -- model text in reports --------------------------------------------------------------------
+# A model may answer a megabyte; every report shows a bounded piece and says what was cut
+# (GitHub rejects step summaries over 1 MiB). --reliable-full-text keeps the JSON whole.
+TEXT_LIMIT = 2000
+"""Characters of one piece of model or dataset text kept in a report."""
+LINE_LIMIT = 500
+"""Characters of one line of a failure message (terminal, JUnit, step summary)."""
+MESSAGE_LIMIT = 8000
+"""Characters of one failure message."""
+
+
+def cut_text(text: str, limit: int = TEXT_LIMIT) -> str:
+    """``text`` up to ``limit`` characters, then where it was cut and how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}[... {len(text) - limit:,} more characters cut]"
+
+
+def cut_message(message: str) -> str:
+    """A failure message with every line and the whole bounded."""
+    lines = [cut_text(line, LINE_LIMIT) for line in message.splitlines()]
+    return cut_text("\n".join(lines), MESSAGE_LIMIT)
+
+
+def cut_strings(value: Any, limit: int = TEXT_LIMIT) -> Any:
+    """Every string inside a JSON-like value, cut to ``limit`` (a report entry)."""
+    if isinstance(value, str):
+        return cut_text(value, limit)
+    if isinstance(value, dict):
+        return {key: cut_strings(item, limit) for key, item in value.items()}
+    if isinstance(value, list):
+        return [cut_strings(item, limit) for item in value]
+    return value

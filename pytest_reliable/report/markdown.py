@@ -8,10 +8,13 @@ from typing import Any
 
 from pytest_reliable.report.format import (
     CHECKLIST_HEADER,
-    RELIABLE_HEADER,
+    RELIABLE_COLUMNS,
+    Column,
     checklist_row,
+    cut_message,
+    header,
     not_reliable_notes,
-    reliable_row,
+    row,
     short_nodeids,
 )
 
@@ -27,7 +30,11 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def markdown_summary(report: dict[str, Any]) -> str:
+SUMMARY_LIMIT = 512 * 1024
+"""Characters of one step summary: GitHub rejects a step's summary over 1 MiB."""
+
+
+def markdown_summary(report: dict[str, Any], columns: list[Column] | None = None) -> str:
     entries = list(report.get("tests") or [])
     names = short_nodeids([str(e.get("nodeid", "?")) for e in entries])
     space_hash = report.get("space_hash")
@@ -43,7 +50,8 @@ def markdown_summary(report: dict[str, Any]) -> str:
     reliable = [e for e in entries if e.get("kind") == "reliable"]
     checklist = [e for e in entries if e.get("kind") in ("invariance", "directional", "mft")]
     if reliable:
-        lines += _table(RELIABLE_HEADER, [reliable_row(e, names[str(e.get("nodeid", "?"))])
+        columns = RELIABLE_COLUMNS if columns is None else columns
+        lines += _table(header(columns), [row(e, names[str(e.get("nodeid", "?"))], columns)
                                           for e in reliable])
         lines += [""] + [f"{note}  " for note in not_reliable_notes(reliable, names)]
     if checklist:
@@ -54,15 +62,21 @@ def markdown_summary(report: dict[str, Any]) -> str:
         lines += ["", "### Failures", ""]
         for entry in failures:
             name = _escape(names[str(entry.get("nodeid", "?"))])
-            message = str(entry["message"]).replace("```", "'''")
-            lines += [f"<details><summary>{name}</summary>", "", "```", message, "```", "",
-                      "</details>", ""]
+            message = cut_message(str(entry["message"])).replace("```", "'''")
+            details = [f"<details><summary>{name}</summary>", "", "```", message, "```", "",
+                       "</details>", ""]
+            if sum(map(len, lines)) + sum(map(len, details)) > SUMMARY_LIMIT:
+                lines.append("(further failures left out: the summary would exceed "
+                             f"{SUMMARY_LIMIT // 1024} KiB; see the JSON report)")
+                break
+            lines += details
     return "\n".join(lines).rstrip() + "\n"
 
 
-def append_github_step_summary(report: dict[str, Any], path: str | Path | None = None) -> None:
+def append_github_step_summary(report: dict[str, Any], path: str | Path | None = None,
+                               columns: list[Column] | None = None) -> None:
     target = path or os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return
     with open(target, "a", encoding="utf-8") as handle:
-        handle.write(markdown_summary(report) + "\n")
+        handle.write(markdown_summary(report, columns) + "\n")

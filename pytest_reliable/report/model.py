@@ -13,6 +13,7 @@ from typing import Any
 
 from pytest_reliable.evaluation import ScoreMatrix
 from pytest_reliable.gate import ThresholdCheck
+from pytest_reliable.report.format import LINE_LIMIT, cut_text
 from pytest_reliable.space import Space
 from pytest_reliable.summary import Summary
 
@@ -91,12 +92,10 @@ class ReliableReport:
                 f"  worst {worst['grouping']} group: {worst['description']} "
                 f"scored {worst['score']:.3f}"
             )
-            prompt = worst["prompt"]
-            if len(prompt) > PROMPT_SHOWN_CHARS:
-                prompt = prompt[:PROMPT_SHOWN_CHARS] + " [...]"
+            prompt = cut_text(worst["prompt"], PROMPT_SHOWN_CHARS)
             lines.append("  its rendered prompt for one instance:")
             lines.extend("    " + line for line in prompt.splitlines())
-            lines.append(f"  the model answered: {worst['answer']!r}")
+            lines.append(f"  the model answered: {cut_text(str(worst['answer']), LINE_LIMIT)!r}")
         return "\n".join(lines)
 
     def entry(self, verdict: str) -> dict[str, Any]:

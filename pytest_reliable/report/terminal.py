@@ -2,50 +2,86 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from pytest_reliable.report.format import (
-    CHECKLIST_HEADER,
-    RELIABLE_HEADER,
-    checklist_row,
+    CHECKLIST_COLUMNS,
+    NARROW,
+    RELIABLE_COLUMNS,
+    Column,
+    cut_text,
+    header,
     middle_truncate,
     not_reliable_notes,
-    reliable_row,
+    row,
     short_nodeids,
 )
 
+GAP = "  "
+MIN_NAME_WIDTH = 16
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+def _render(header_cells: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(cells[i]) for cells in [header_cells, *rows])
+              for i in range(len(header_cells))]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
+        return GAP.join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
 
-    return [line(header), line(["-" * w for w in widths]), *(line(row) for row in rows)]
+    return [line(header_cells), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
-def summary_table(entries: list[dict[str, Any]], *, width: int = 120) -> list[str]:
-    """One row per test: `reliable` tests in one table, CheckList tests in a second."""
+def _fit(entries: list[dict[str, Any]], names: list[str], columns: list[Column],
+         width: int) -> list[str]:
+    """The table in ``width`` columns: optional columns dropped (the last first), kept columns
+    narrowed, then test names shortened in the middle."""
+    columns = list(columns)
+
+    def table_width(cols: list[Column], name_width: int) -> int:
+        cells = [[c.header, *(str(c.cell(e)) for e in entries)] for c in cols]
+        return name_width + sum(len(GAP) + max(map(len, column)) for column in cells)
+
+    name_width = max(len("test"), *map(len, names))
+    while table_width(columns, name_width) > width and any(not c.keep for c in columns):
+        drop = max(i for i, c in enumerate(columns) if not c.keep)
+        del columns[drop]
+    if table_width(columns, name_width) > width:
+        columns = [NARROW.get(c.header, c) for c in columns]
+    spare = width - table_width(columns, 0)
+    name_width = max(MIN_NAME_WIDTH, min(name_width, spare))
+    shown = [middle_truncate(name, name_width) for name in names]
+    return _render(header(columns), [row(e, n, columns) for e, n in zip(entries, shown)])
+
+
+def summary_table(entries: list[dict[str, Any]], *, width: int = 200,
+                  columns: list[Column] | None = None) -> list[str]:
+    """One row per test: `reliable` tests in one table, CheckList tests in a second; every line
+    fits in ``width`` characters (notes are wrapped, error messages cut)."""
     names = short_nodeids([str(entry.get("nodeid", "?")) for entry in entries])
-    name_width = max(48, width // 3)
-    reliable = [e for e in entries if e.get("kind") == "reliable"]
-    checklist = [e for e in entries if e.get("kind") in ("invariance", "directional", "mft")]
+    reliable = [e for e in entries if e.get("kind") == "reliable" and "mean" in e]
+    checklist = [e for e in entries if e.get("kind") in ("invariance", "directional", "mft")
+                 and "rate" in e]
     errors = [e for e in entries if e not in reliable and e not in checklist]
     lines: list[str] = []
+
+    def name(entry: dict[str, Any]) -> str:
+        return names[str(entry.get("nodeid", "?"))]
+
     if reliable:
-        rows = [reliable_row(e, middle_truncate(names[str(e.get("nodeid", "?"))], name_width))
-                for e in reliable]
-        lines += _table(RELIABLE_HEADER, rows)
-        lines += not_reliable_notes(reliable, names)
+        lines += _fit(reliable, [name(e) for e in reliable],
+                      RELIABLE_COLUMNS if columns is None else columns, width)
+        for note in not_reliable_notes(reliable, names):
+            lines += textwrap.wrap(note, width, subsequent_indent="  ") or [note]
     if checklist:
         if lines:
             lines.append("")
-        rows = [checklist_row(e, middle_truncate(names[str(e.get("nodeid", "?"))], name_width))
-                for e in checklist]
-        lines += _table(CHECKLIST_HEADER, rows)
+        lines += _fit(checklist, [name(e) for e in checklist], CHECKLIST_COLUMNS, width)
     for entry in errors:
-        lines.append(f"{names[str(entry.get('nodeid', '?'))]}: {entry.get('verdict', 'error')}: "
-                     f"{str(entry.get('message', '')).splitlines()[0] if entry.get('message') else ''}")
+        message = str(entry.get("message") or "").strip()
+        first = message.splitlines()[0] if message else ""
+        line = f"{name(entry)}: {entry.get('verdict', 'error')}: {first}"
+        lines.append(cut_text(line, max(width - 40, 20)) if len(line) > width else line)
     return lines
 
 
@@ -54,7 +90,9 @@ def header_line(seed: int, model: str, space_hash: str | None) -> str:
     return f"reliable: seed={seed}, model={model}, spaces={spaces}"
 
 
-def progress_line(nodeid: str, done: int, total: int, cached: int, made: int) -> str:
+def progress_line(nodeid: str, done: int, total: int, cached: int, made: int,
+                  width: int = 120) -> str:
     percent = 100 * done // total if total else 100
-    return (f"reliable {middle_truncate(nodeid, 60)}: {done}/{total} calls ({percent}%), "
-            f"{made} made, {cached} cached")
+    counts = f": {done}/{total} calls ({percent}%), {made} made, {cached} cached"
+    room = max(width - 1 - len("reliable ") - len(counts), 12)
+    return f"reliable {middle_truncate(nodeid, min(room, 60))}{counts}"[: max(width - 1, 20)]

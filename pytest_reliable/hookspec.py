@@ -1,0 +1,36 @@
+"""Extension points of pytest-reliable, added with ``pytest_addhooks``.
+
+Implement them in a ``conftest.py`` or a plugin, as any pytest hook::
+
+    def pytest_reliable_report_entry(entry):
+        entry["team"] = "search"          # one more field in this test's JSON entry
+
+    def pytest_reliable_table_columns(columns):
+        columns.append(("n*", lambda entry: str(entry.get("n_star"))))
+
+Under pytest-xdist, ``pytest_reliable_report_entry`` runs where the test ran (a worker) and
+``pytest_reliable_table_columns`` on the controller, which prints the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+Column = tuple[str, Callable[[dict[str, Any]], str]]
+"""A summary-table column: its header and the cell text of one JSON entry."""
+
+
+@pytest.hookspec
+def pytest_reliable_report_entry(entry: dict[str, Any]) -> None:
+    """Called with each test's JSON report entry (SPEC section 8) before it is written anywhere:
+    add or change fields in place. Values must be JSON-serialisable."""
+
+
+@pytest.hookspec
+def pytest_reliable_table_columns(columns: list[Column]) -> None:
+    """Called once with the `reliable` summary table's columns (header, cell function), in
+    order: append, insert or remove columns in place. Columns beyond the essential ones are
+    dropped first when the terminal is narrow."""
