@@ -87,6 +87,9 @@ def marker_help(kind: str) -> str:
 CHECKLIST_KINDS = ("invariance", "directional", "mft")
 STATE_NAME = "reliable-state"
 MARKER_ERROR = "bad pytest-reliable marker arguments (nothing was run):\n"
+LOCK_ERROR = "--reliable-lock: "
+USAGE_ERRORS = (MARKER_ERROR, LOCK_ERROR)
+"""Headings of the collect errors a worker sends for what is a usage error on the controller."""
 SEED_CACHE_KEY = "reliable/seed"
 RESULTS_KEY = pytest.StashKey[list]()
 SPECS_KEY = pytest.StashKey[dict]()
@@ -386,6 +389,7 @@ class ReliableState:
         self.entries: dict[str, list[dict[str, Any]]] = {}
         self.marker_errors = False
         self._last_progress = 0.0
+        self._progress_start: float | None = None
         self._progress_shown = False
         self.lock_path = config.rootpath / "reliable.lock"
         self.lock_mode = "update" if raw["lock-update"] else ("check" if raw["lock"] else None)
@@ -462,7 +466,7 @@ class ReliableState:
         return entry
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed and str(report.longrepr).startswith(MARKER_ERROR):
+        if report.failed and str(report.longrepr).startswith(USAGE_ERRORS):
             self.marker_errors = True
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -492,11 +496,14 @@ class ReliableState:
             return
         now = time.monotonic()
         finished = event.done >= event.total
+        if event.done <= 1 or self._progress_start is None:
+            self._progress_start = now
         interval = PROGRESS_INTERVAL if reporter.isatty else PROGRESS_INTERVAL_LOG
+        if not reporter.isatty and not self._progress_shown and now - self._progress_start < (
+                interval) and (finished or interval > 0):
+            return  # a log gets progress only for evaluations long enough to need it
         if not finished and now - self._last_progress < interval:
             return
-        if not reporter.isatty and finished and not self._progress_shown:
-            return  # a log file gets progress only for evaluations long enough to need it
         self._last_progress = now
         from pytest_reliable.report import progress_line
 
@@ -570,15 +577,17 @@ def lock_differences(lock_path: Path, spaces: dict[str, Any]) -> list[str]:
     return [d.describe() for d in compare_lock(spaces, lock)]
 
 
+def lock_message(lock_path: Path, differences: list[str]) -> str:
+    lines = "\n".join("  " + d for d in differences)
+    return (f"{LOCK_ERROR}the declared spaces differ from {lock_path.name} (pre-registration "
+            f"broken), nothing was run:\n{lines}\nIf the change is intended, run once with "
+            "--reliable-lock-update and commit reliable.lock.")
+
+
 def check_lock_or_usage_error(lock_path: Path, spaces: dict[str, Any]) -> None:
     differences = lock_differences(lock_path, spaces)
     if differences:
-        lines = "\n".join("  " + d for d in differences)
-        raise pytest.UsageError(
-            f"--reliable-lock: the declared spaces differ from {lock_path.name} (pre-registration "
-            f"broken), nothing was run:\n{lines}\nIf the change is intended, run once with "
-            "--reliable-lock-update and commit reliable.lock."
-        )
+        raise pytest.UsageError(lock_message(lock_path, differences))
 
 
 def _state(config: pytest.Config) -> ReliableState:
@@ -645,16 +654,18 @@ def pytest_collection_modifyitems(
         for spec in specs.values():
             if spec.space is not None and not isinstance(spec.space, str):
                 code_spaces.setdefault(spec.space.name, spec.space)
+    messages = [MARKER_ERROR + "\n".join(errors)] if errors else []
     if code_spaces and state.lock_mode == "check":
         # Spaces declared in code are pre-registered too: checked when collected.
-        errors += [f"--reliable-lock: {line}" for line in
-                   lock_differences(state.lock_path, code_spaces)]
-    elif code_spaces and state.lock_mode == "update" and not state.is_worker:
+        differences = lock_differences(state.lock_path, code_spaces)
+        if differences:
+            messages.append(lock_message(state.lock_path, differences))
+    elif code_spaces and state.lock_mode == "update" and is_lock_writer(config):
         from pytest_reliable.space import write_lock
 
         write_lock(state.lock_path, {**state.spaces, **code_spaces})
-    if errors:
-        message = MARKER_ERROR + "\n".join(errors)
+    if messages:
+        message = "\n\n".join(messages)
         if state.is_worker:
             # A UsageError in a worker reaches the controller as an INTERNALERROR traceback.
             # A failed collect report reaches it as a short error; the controller then ends
@@ -665,6 +676,13 @@ def pytest_collection_modifyitems(
             items[:] = []
             return
         raise pytest.UsageError(message)
+
+
+def is_lock_writer(config: pytest.Config) -> bool:
+    """The controller, or under pytest-xdist the first worker (the controller collects nothing,
+    and every worker collects the same spaces)."""
+    workerinput = getattr(config, "workerinput", None)
+    return workerinput is None or workerinput.get("workerid") == "gw0"
 
 
 def perturbation_exists(kind: str, name: str) -> bool:

@@ -21,6 +21,8 @@ import hashlib
 import itertools
 import json
 import math
+import os
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -876,10 +878,15 @@ def write_lock(path: str | Path, spaces: Mapping[str, Space]) -> None:
                    for name, space in sorted(spaces.items())},
     }
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(content, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
-                   encoding="utf-8")
-    tmp.replace(path)
+    # A temporary name of its own: two writers (xdist workers) never share one.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(content, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def read_lock(path: str | Path) -> dict[str, dict[str, Any]]:

@@ -94,5 +94,6 @@ def progress_line(nodeid: str, done: int, total: int, cached: int, made: int,
                   width: int = 120) -> str:
     percent = 100 * done // total if total else 100
     counts = f": {done}/{total} calls ({percent}%), {made} made, {cached} cached"
-    room = max(width - 1 - len("reliable ") - len(counts), 12)
+    widest = f": {total}/{total} calls (100%), {total} made, {total} cached"  # a steady name
+    room = max(width - 1 - len("reliable ") - len(widest), 12)
     return f"reliable {middle_truncate(nodeid, min(room, 60))}{counts}"[: max(width - 1, 20)]
