@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_reliable.markerspec import CHECKLIST_ARGUMENTS, CHECKLIST_THRESHOLDS, RELIABLE_ARGUMENTS
-from tests.acceptance.helpers import CONFTEST, DATASET, by_test, run_json, write_project
+from tests.acceptance.helpers import CONFTEST, by_test, run_json, write_project
 from tests.acceptance.test_runs import code_space_test
 
 # A model that is wrong on the first attempt of a test and right on every later one. Its id
@@ -124,7 +124,7 @@ def test_a_reliable_model_fixture_is_the_model_everywhere(
     summary = pytester.path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     result, report = run_json(pytester)
-    header = [line for line in result.stdout.lines if line.startswith("reliable: seed=")][0]
+    header = next(line for line in result.stdout.lines if line.startswith("reliable: seed="))
     assert "SmolLM2" not in header and "reliable_model fixture of conftest.py" in header
     assert report["model"] and report["model"] == report["tests"][0]["model"]
     assert f"model `{report['model']}`" in summary.read_text()
@@ -146,7 +146,7 @@ def test_huge_answers_are_cut_in_every_report(
     summary = pytester.path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     xml = pytester.path / "junit.xml"
-    result, report = run_json(pytester, f"--junitxml={xml}")
+    result, _ = run_json(pytester, f"--junitxml={xml}")
     result.assert_outcomes(failed=2)
     assert max(len(line) for line in result.stdout.lines) < 10_000
     assert "more characters cut]" in result.stdout.str()
