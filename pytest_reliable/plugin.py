@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -489,10 +490,14 @@ class ReliableState:
     def _progress(self, nodeid: str, event: Any) -> None:
         """The running evaluation's calls, on one rewritten terminal line. Written with pytest's
         capture suspended (as live logging does): visible under the default capture, never in a
-        test's "Captured stdout". A worker under pytest-xdist has no terminal: it says nothing
-        here and the controller prints the table (see the README)."""
+        test's "Captured stdout". A pytest-xdist worker writes its own prefixed lines."""
+        if self.config.option.verbose < 0:
+            return
+        if self.is_worker:
+            self._worker_progress(nodeid, event)
+            return
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None or self.is_worker or self.config.option.verbose < 0:
+        if reporter is None:
             return
         now = time.monotonic()
         finished = event.done >= event.total
@@ -524,6 +529,28 @@ class ReliableState:
                 reporter.rewrite("", erase=True)
                 reporter.currentfspath = None  # pytest writes the file name again on a fresh line
                 self._progress_shown = False
+
+    def _worker_progress(self, nodeid: str, event: Any) -> None:
+        """Under pytest-xdist: a worker's own line, prefixed with its id, on the stderr it shares
+        with the controller, at most every PROGRESS_INTERVAL_LOG seconds of a long evaluation
+        (a rewritten line would fight the controller's)."""
+        now = time.monotonic()
+        if event.done <= 1 or self._progress_start is None:
+            self._progress_start = now
+        finished = event.done >= event.total
+        if now - self._progress_start < PROGRESS_INTERVAL_LOG and PROGRESS_INTERVAL_LOG > 0:
+            return
+        if not finished and now - self._last_progress < PROGRESS_INTERVAL_LOG:
+            return
+        self._last_progress = now
+        from pytest_reliable.report import progress_line
+
+        worker = getattr(self.config, "workerinput", {}).get("workerid", "worker")
+        line = progress_line(nodeid, event.done, event.total, event.cached, event.made)
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            sys.stderr.write(f"[{worker}] {line}\n")
+            sys.stderr.flush()
 
 
 PROGRESS_INTERVAL = 0.25

@@ -255,6 +255,18 @@ pytest_reliable.plugin.PROGRESS_INTERVAL_LOG = 0.0
     assert "Captured stdout" not in out
 
 
+def test_progress_under_xdist_comes_from_the_workers(pytester: pytest.Pytester) -> None:
+    write_project(pytester, conftest=CONFTEST + '''
+import pytest_reliable.plugin
+pytest_reliable.plugin.PROGRESS_INTERVAL_LOG = 0.0
+''')
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-n", "2")
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str() + result.stderr.str()
+    assert "] reliable test_gate.py::" in out and "/25 calls (" in out
+    assert "[gw0] reliable" in out or "[gw1] reliable" in out
+
+
 def test_json_entry_count_is_one_per_test(pytester: pytest.Pytester) -> None:
     write_project(pytester)
     _, report = run_json(pytester)
