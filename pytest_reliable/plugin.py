@@ -336,7 +336,7 @@ def _resolve_seed(config: pytest.Config, value: int | str | None) -> int:
                 "--reliable-seed last reads the seed of the previous run from pytest's cache, "
                 "but the cache provider is disabled (-p no:cacheprovider): give an integer seed."
             )
-        return int(config.cache.get(SEED_CACHE_KEY, 0))  # type: ignore[union-attr]
+        return int(config.cache.get(SEED_CACHE_KEY, 0))
     return int(value)
 
 
@@ -742,6 +742,19 @@ def parse_item_markers(item: pytest.Item, state: ReliableState) -> dict[str, Any
 
 
 JUNIT_PREFIX = "reliable_"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Any:
+    """A test module that loads a bad data file at import (``DATA = Dataset.from_file(...)``)
+    gets the error's own message, naming the file, not a traceback through the plugin."""
+    from pytest_reliable.errors import ReliableError
+
+    report = yield
+    excinfo = getattr(getattr(report, "call", None), "excinfo", None)
+    if report.failed and excinfo is not None and excinfo.errisinstance(ReliableError):
+        report.longrepr = f"{collector.nodeid}: {excinfo.value}"
+    return report
 
 
 @pytest.hookimpl(tryfirst=True)

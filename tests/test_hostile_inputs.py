@@ -1,6 +1,7 @@
-"""Hostile input, one row each: the run stops with a usage error (exit code 4) or the test fails
-with a message naming the culprit; never a traceback from inside the plugin, never an
-INTERNALERROR, and the model is never called for input that cannot be right (issue 15.7)."""
+"""Hostile input, one row each: the run stops with a usage error (exit code 4), or the test (its
+module, for data loaded at import) fails with a message naming the culprit; never a traceback
+from inside the plugin, never an INTERNALERROR, and the model is never called for input that
+cannot be right (issue 15.7)."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ class Hostile:
     """One hostile input: the files of the project, the command line, the environment."""
 
     name: str
-    expect: str  # "usage" (exit code 4) or "failed" (the test fails)
+    expect: str  # "usage" (exit code 4), "failed" (the test fails), "collect" (collection error)
     fragments: tuple[str, ...]
     files: dict[str, str | bytes] = field(default_factory=dict)
     args: tuple[str, ...] = ()
@@ -118,6 +119,10 @@ HOSTILE = [
     Hostile("non-UTF-8 BBH file", "failed", ("task.json", "UTF-8"),
             {"task.json": '{"examples": [{"input": "caf\xe9", "target": "(A)"}]}'.encode("latin-1")},
             test=FROM_FILE.replace("{load}", 'Dataset.from_bbh("task.json")')),
+    Hostile("non-UTF-8 JSONL loaded at import", "collect", ("data.jsonl", "UTF-8"),
+            {"data.jsonl": b'{"question": "caf\xe9?", "choices": ["a", "b"], "answer": 0}\n'},
+            test='from pytest_reliable import Dataset\nDATA = Dataset.from_file("data.jsonl")\n'
+                 "def test_x():\n    pass\n"),
     Hostile("expect=increase on labels", "failed", ("expect='increase'", "Classification",
                                                       "labels"),
             test='''
@@ -137,6 +142,9 @@ def assert_clear(result: pytest.RunResult, case: Hostile) -> None:
     text = result.stdout.str() + result.stderr.str()
     if case.expect == "usage":
         assert result.ret == pytest.ExitCode.USAGE_ERROR, text
+    elif case.expect == "collect":
+        assert result.ret == pytest.ExitCode.INTERRUPTED, text
+        result.assert_outcomes(errors=1)
     else:
         assert result.ret == pytest.ExitCode.TESTS_FAILED, text
         result.assert_outcomes(failed=1)
