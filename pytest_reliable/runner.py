@@ -124,6 +124,9 @@ class RunStats:
     not_run: int = 0
     errors: int = 0
     prompt_tokens: int = 0
+    """Prompt tokens sent with the calls made (as the server counted them)."""
+    prompt_tokens_evaluated: int = 0
+    """Of those, the tokens the server had to evaluate: see `Runner._evaluated_tokens`."""
     completion_tokens: int = 0
 
 
@@ -221,6 +224,19 @@ class _Backoff:
         if after is not None:
             delay = max(delay, min(after, RETRY_AFTER_MAX_S))
         return delay
+
+
+def shared_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix of ``a`` and ``b``."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+_last_prompt: dict[str, str] = {}
+"""The last prompt sent to each one-slot model (by identity): what its KV cache holds."""
 
 
 # -- the run's event loop ------------------------------------------------------------------------
@@ -449,10 +465,29 @@ class Runner:
             )
         self.stats.made += 1
         self.stats.prompt_tokens += response.prompt_tokens or 0
+        self.stats.prompt_tokens_evaluated += self._evaluated_tokens(messages, response)
         self.stats.completion_tokens += response.completion_tokens or 0
         if self.budget is not None:
             self.budget.add_tokens(response.total_tokens)
         return CallResult(response, False, "ok", None, attempts, attempts - 1)
+
+    def _evaluated_tokens(self, messages: list[Message], response: ModelResponse) -> int:
+        """Prompt tokens the server evaluated for this call.
+
+        llama.cpp's server (llama-cpp-python 0.3) reports no cached-token count, so for a
+        one-slot model this is an estimate: it keeps the longest common prefix with the previous
+        request in its KV cache, so the share of the prompt's characters after that prefix is
+        the share of its tokens evaluated. A model serving calls in parallel: all of them.
+        """
+        sent = response.prompt_tokens or 0
+        if getattr(self.model, "max_concurrency", None) != 1 or not sent:
+            return sent
+        text = "\n\n".join(m["content"] for m in messages)
+        previous = _last_prompt.get(self.model.identity, "")
+        _last_prompt[self.model.identity] = text
+        if not text:
+            return sent
+        return max(1, round(sent * (1 - shared_prefix(previous, text) / len(text))))
 
     def _count_retry(self, state: RetryCallState) -> None:
         self.stats.retries += 1

@@ -228,9 +228,12 @@ class ReliableSession:
             nodeid=nodeid,
         )
 
+        runners: list[Runner] = []
+
         def run(n: int, on: AsyncModel) -> ScoreMatrix:
             settings = dataclasses.replace(base, n=n)
-            return evaluate(dataset, task, space, settings, self.runner(on, nodeid))
+            runners.append(self.runner(on, nodeid))
+            return evaluate(dataset, task, space, settings, runners[-1])
 
         # (n*, reliable, achievable eps) from a pilot or the store; None = from the resamplings.
         n_star_override: tuple[int, bool, float] | None = None
@@ -308,6 +311,10 @@ class ReliableSession:
             calls_made=matrix.calls_made + extra_made,
             calls_cached=matrix.calls_cached + extra_cached,
             problems=list(matrix.problems),
+            prompt_tokens={
+                "prompt_tokens_sent": sum(r.stats.prompt_tokens for r in runners),
+                "prompt_tokens_evaluated": sum(r.stats.prompt_tokens_evaluated for r in runners),
+            },
         )
 
     # -- CheckList tests -------------------------------------------------------------------

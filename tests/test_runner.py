@@ -494,3 +494,25 @@ def test_one_slot_model_gets_its_calls_in_prefix_order() -> None:
     results = fast_runner(model, None, concurrency=1, prefix_order=True).run(requests)
     assert seen == sorted(prompts)
     assert [r.response.text for r in results] == prompts  # plan order kept
+
+
+def test_prompt_tokens_evaluated_estimate_the_shared_prefix() -> None:
+    from pytest_reliable.models.base import ModelResponse
+
+    class OneSlot:
+        identity = "one-slot-estimate"
+        max_concurrency = 1
+
+        async def acomplete(self, messages, params):  # type: ignore[no-untyped-def]
+            return ModelResponse("x", prompt_tokens=len(messages[-1]["content"]))
+
+        async def aclose(self) -> None:
+            pass
+
+    prompts = ["abcdefgh-1", "abcdefgh-2", "zzzzzzzzzz"]
+    requests = number_samples([([{"role": "user", "content": p}], P0) for p in prompts], "t")
+    runner = fast_runner(OneSlot(), None, concurrency=1)
+    runner.run(requests)
+    assert runner.stats.prompt_tokens == 30
+    # 10 new, then 1 of 10 after the 9 shared characters, then 10 new
+    assert runner.stats.prompt_tokens_evaluated == 21
