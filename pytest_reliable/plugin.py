@@ -9,13 +9,17 @@ controller on the test reports (``report.reliable_entries``).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import math
 import os
+import signal
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -374,11 +378,16 @@ class ReliableState:
     """What the plugin holds for one pytest run; registered with the plugin manager."""
 
     def __init__(self, config: pytest.Config) -> None:
+        from pytest_reliable.errors import ReliableError
+        from pytest_reliable.redact import install_log_redaction
         from pytest_reliable.session import ReliableSession
 
+        install_log_redaction()
         self.config = config
         self.settings, raw = read_settings(config)
         self.is_worker = hasattr(config, "workerinput")
+        workerinput = getattr(config, "workerinput", {})
+        self.settings.run_id = workerinput.get("reliable_run_id") or uuid.uuid4().hex
         self.config_path: Path = raw["config"] or config.rootpath / "reliable.yaml"
         if raw["config"] is not None and not self.config_path.is_file():
             raise pytest.UsageError(f"--reliable-config={self.config_path}: no such file; give "
@@ -387,6 +396,10 @@ class ReliableState:
         self.full_text = bool(raw["full-text"])
         self.spaces = load_spaces_or_usage_error(self.config_path)
         self.session = ReliableSession(self.settings, self.spaces, on_progress=self._progress)
+        try:
+            self.session.check_cache()
+        except ReliableError as error:
+            raise pytest.UsageError(f"--reliable-cache: {error}") from None
         self.entries: dict[str, list[dict[str, Any]]] = {}
         self.marker_errors = False
         self._last_progress = 0.0
@@ -419,8 +432,10 @@ class ReliableState:
         if fixture is not None:
             return f"the reliable_model fixture of {fixture}"
         if self.settings.model and self.settings.model != "local":
+            from pytest_reliable.redact import redact
+
             host = self.settings.base_url or "api.openai.com"
-            return f"{self.settings.model} at {host}"
+            return redact(f"{self.settings.model} at {host}")
         return "local SmolLM2-135M-Instruct (embedded, started on first use)"
 
     def model_fixture_source(self) -> str | None:
@@ -638,14 +653,36 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(ReliableState(config), STATE_NAME)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(), "reliable-xdist")
+    _stop_on_sigterm(config)
 
 
 class XdistHooks:
-    """Sends the controller's seed to pytest-xdist workers (so `last` means one seed)."""
+    """Sends the controller's seed (so `last` means one seed) and run id (one budget) to
+    pytest-xdist workers."""
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput["reliable_seed"] = _state(node.config).settings.seed
+        settings = _state(node.config).settings
+        node.workerinput["reliable_seed"] = settings.seed
+        node.workerinput["reliable_run_id"] = settings.run_id
+
+
+SIGTERM_KEY = pytest.StashKey[Any]()
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _stop_on_sigterm(config: pytest.Config) -> None:
+    """SIGTERM (CI cancellation, `timeout`, `docker stop`) ends the run like Ctrl-C: pytest
+    unwinds, the session closes and the embedded server stops. Only when nobody else handles it."""
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+    try:
+        config.stash[SIGTERM_KEY] = signal.signal(signal.SIGTERM, _interrupt)
+    except ValueError:  # not the main thread (pytest run from a thread): leave it alone
+        pass
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -653,6 +690,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if state is not None:
         state.session.close()
         config.pluginmanager.unregister(state, STATE_NAME)
+    if SIGTERM_KEY in config.stash and signal.getsignal(signal.SIGTERM) is _interrupt:
+        signal.signal(signal.SIGTERM, config.stash[SIGTERM_KEY])
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -889,6 +928,16 @@ class ReliableFixture:
         spec: ReliableSpec = self._spec("reliable", overrides)
         return self._run("reliable", lambda: self._state.session.run_reliable(
             self._item.nodeid, dataset, task, spec, self._model))
+
+    async def aevaluate(self, dataset: Any, task: Any, **overrides: Any) -> Any:
+        """`evaluate` for an async test: the model calls run on the test's own event loop (so a
+        model built on it works), the rest in a worker thread, and the loop stays free."""
+        from pytest_reliable.models.base import to_daemon_thread
+        from pytest_reliable.runner import use_loop
+
+        with use_loop(asyncio.get_running_loop()):
+            return await to_daemon_thread(functools.partial(self.evaluate, **overrides),
+                                          dataset, task)
 
     def _checklist(self, kind: str, dataset: Any, task: Any, overrides: dict[str, Any]) -> Any:
         spec: ChecklistSpec = self._spec(kind, overrides)

@@ -1,27 +1,48 @@
 """Async execution of model calls: cache first, concurrency, retries, timeouts, budget, progress.
 
-A response that was paid for is written to the cache before anything else happens with it.
+A response that was paid for is written to the cache before anything else happens with it; when
+the cache cannot store it, it is kept in memory for the run and the failure is reported once.
+
+Every call of a pytest run goes through one event loop: a long-lived loop in a daemon thread
+(`call_loop`), or the test's own loop inside `use_loop` (what an async test's ``aevaluate`` does).
+Retries (with jittered exponential backoff, honouring a server's Retry-After) come from tenacity;
+the adapters classify their failures (`ModelCallError`), the runner knows no transport.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import json
 import logging
 import random
 import threading
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pytest_reliable.cache import CacheMissError, ResponseCache, cache_key, miss_message
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from pytest_reliable.cache import (
+    BudgetLedger,
+    CacheMissError,
+    ResponseCache,
+    StoreWarning,
+    cache_key,
+    miss_message,
+)
+from pytest_reliable.errors import ReliableError
 from pytest_reliable.models.base import (
     AsyncModel,
     Message,
+    ModelCallError,
     ModelError,
     ModelResponse,
     SamplingParams,
 )
+from pytest_reliable.redact import redact
 
 log = logging.getLogger("pytest_reliable.runner")
 
@@ -103,18 +124,42 @@ class RunStats:
     not_run: int = 0
     errors: int = 0
     prompt_tokens: int = 0
+    """Prompt tokens sent with the calls made (as the server counted them)."""
+    prompt_tokens_evaluated: int = 0
+    """Of those, the tokens the server had to evaluate: see `Runner._evaluated_tokens`."""
     completion_tokens: int = 0
 
 
 class Budget:
-    """Call/token budget shared by every runner of a session (thread-safe)."""
+    """Call/token budget of the whole run (thread-safe).
 
-    def __init__(self, max_calls: int | None = None, max_tokens: int | None = None) -> None:
+    Without a ledger it counts in this process; with a `BudgetLedger` (the session gives one:
+    a table in a sqlite file every pytest-xdist worker of the run opens) the count is shared,
+    so ``--reliable-budget 50calls`` means 50 calls whatever the number of workers.
+    """
+
+    def __init__(
+        self,
+        max_calls: int | None = None,
+        max_tokens: int | None = None,
+        *,
+        ledger: BudgetLedger | None = None,
+    ) -> None:
         self.max_calls = max_calls
         self.max_tokens = max_tokens
+        self.ledger = ledger
         self.calls = 0
         self.tokens = 0
         self._lock = threading.Lock()
+
+    def describe(self) -> str:
+        """The limit as the user gave it, e.g. ``--reliable-budget 50calls``."""
+        parts = []
+        if self.max_calls is not None:
+            parts.append(f"{self.max_calls}calls")
+        if self.max_tokens is not None:
+            parts.append(f"{self.max_tokens}")
+        return "--reliable-budget " + ",".join(parts)
 
     @property
     def exhausted(self) -> bool:
@@ -128,6 +173,11 @@ class Budget:
 
     def try_start(self) -> bool:
         """Reserve one call; False when the budget is spent."""
+        if self.ledger is not None:
+            granted = self.ledger.reserve(self.max_calls, self.max_tokens)
+            with self._lock:
+                self.calls += int(granted)
+            return granted
         with self._lock:
             if self._exhausted():
                 return False
@@ -137,40 +187,111 @@ class Budget:
     def add_tokens(self, n: int) -> None:
         with self._lock:
             self.tokens += n
+        if self.ledger is not None:
+            self.ledger.add_tokens(n)
 
 
-def _retryable(exc: BaseException) -> tuple[bool, float | None]:
-    """(retry?, Retry-After seconds if the server said)."""
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError, json.JSONDecodeError)):
-        return True, None  # a malformed body is a server glitch like a 5xx
-    try:
-        import openai
-    except ImportError:  # pragma: no cover
-        return False, None
-    if isinstance(
-        exc, (openai.APITimeoutError, openai.APIConnectionError, openai.APIResponseValidationError)
-    ):
-        return True, None
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        if status == 429 or status >= 500 or status == 408:
-            after: float | None = None
-            try:
-                value = exc.response.headers.get("retry-after")
-                if value is not None:
-                    after = float(value)
-            except (ValueError, AttributeError):
-                after = None
-            return True, after
-        return False, None
-    return False, None
+def _classify(exc: BaseException) -> tuple[bool, float | None]:
+    """(retry?, Retry-After seconds if the server said): the adapter's verdict, else by type."""
+    if isinstance(exc, ModelCallError):
+        return exc.retryable, exc.retry_after
+    # A user callable's own timeouts, dropped connections and malformed bodies are glitches.
+    return isinstance(
+        exc, (asyncio.TimeoutError, TimeoutError, ConnectionError, json.JSONDecodeError)
+    ), None
 
 
 def _describe(exc: BaseException) -> str:
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) and not str(exc):
         return "timed out"
+    if isinstance(exc, ModelCallError):
+        return str(exc)  # written by the adapter, secrets already removed
     text = str(exc) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"
+    return redact(f"{type(exc).__name__}: {text}")
+
+
+class _Backoff:
+    """Full-jitter exponential backoff, at least a server's Retry-After (capped)."""
+
+    def __init__(self, base: float, cap: float) -> None:
+        self.base = base
+        self.cap = cap
+
+    def __call__(self, state: RetryCallState) -> float:
+        delay = random.uniform(0, min(self.cap, self.base * 2 ** (state.attempt_number - 1)))
+        error = state.outcome.exception() if state.outcome is not None else None
+        after = _classify(error)[1] if error is not None else None
+        if after is not None:
+            delay = max(delay, min(after, RETRY_AFTER_MAX_S))
+        return delay
+
+
+def shared_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix of ``a`` and ``b``."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+_last_prompt: dict[str, str] = {}
+"""The last prompt sent to each one-slot model (by identity): what its KV cache holds."""
+
+
+# -- the run's event loop ------------------------------------------------------------------------
+_loop_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_test_loop: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "pytest_reliable_test_loop", default=None
+)
+
+
+def call_loop() -> asyncio.AbstractEventLoop:
+    """The process's loop for model calls, running in a daemon thread (started on first use)."""
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(
+                target=loop.run_forever, name="pytest-reliable-loop", daemon=True
+            ).start()
+            _loop = loop
+        return _loop
+
+
+@contextlib.contextmanager
+def use_loop(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """Run the calls of this context (and of threads started with its context) on ``loop``."""
+    token = _test_loop.set(loop)
+    try:
+        yield
+    finally:
+        _test_loop.reset(token)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def run_on_call_loop(coro: Any) -> Any:
+    """Run ``coro`` on the run's loop and wait for it from this (non-loop) thread."""
+    loop = _test_loop.get() or call_loop()
+    if _running_loop() is loop:
+        coro.close()
+        raise ReliableError(
+            "a synchronous evaluation was started on the event loop that runs the model calls: "
+            "in an async test use `await reliable.aevaluate(...)`"
+        )
+    future = asyncio.run_coroutine_threadsafe(coro, loop)
+    try:
+        return future.result()
+    except BaseException:
+        future.cancel()  # Ctrl-C/SIGTERM: stop the calls still waiting
+        raise
 
 
 class Runner:
@@ -187,7 +308,11 @@ class Runner:
         budget: Budget | None = None,
         on_progress: Callable[[ProgressEvent], None] | None = None,
         context: str | None = None,
+        prefix_order: bool = False,
     ) -> None:
+        """``prefix_order``: dispatch the calls sorted by their messages, so consecutive prompts
+        share the longest prefixes (a one-slot server reuses its KV cache for them); results
+        stay in plan order."""
         self.model = model
         self.cache = cache
         self.concurrency = max(1, int(concurrency))
@@ -198,6 +323,7 @@ class Runner:
         self.budget = budget
         self.on_progress = on_progress
         self.context = context
+        self.prefix_order = prefix_order
         self.stats = RunStats()
 
     def key(self, req: Request) -> str:
@@ -266,14 +392,35 @@ class Runner:
                 finish(i, CallResult(hits[keys[i]], cached=True))
             else:
                 pending.append(i)
+        if self.prefix_order:
+            pending.sort(key=lambda i: requests[i].messages)
+        # Tasks start in list order and the semaphore is fair, so calls are made in that order.
         await asyncio.gather(*(one(i) for i in pending))
-        return [r for r in results if r is not None]
+        done = [r for r in results if r is not None]
+        self._explain_budget(done)
+        return done
+
+    def _explain_budget(self, results: list[CallResult]) -> None:
+        """One message for every call the budget stopped: the flag, the limit, how many."""
+        skipped = [r for r in results if r.status == "not_run"]
+        if skipped and self.budget is not None:
+            why = (
+                f"{self.budget.describe()} is spent for the whole run: {len(skipped)} of "
+                f"{len(results)} calls of this evaluation were not started"
+            )
+            for r in skipped:
+                r.error = why
 
     def _count_failure(self, status: str) -> None:
         if status == "not_run":
             self.stats.not_run += 1
         else:
             self.stats.errors += 1
+
+    async def _attempt(self, messages: list[Message], params: SamplingParams) -> Any:
+        if self.timeout:
+            return await asyncio.wait_for(self.model.acomplete(messages, params), self.timeout)
+        return await self.model.acomplete(messages, params)
 
     async def _call(self, req: Request, key: str, sem: asyncio.Semaphore) -> CallResult:
         if self.cache is not None and self.cache.replay_only:
@@ -283,33 +430,26 @@ class Runner:
             if self.budget is not None and not self.budget.try_start():
                 return CallResult(None, False, "not_run", "budget exhausted: call not started")
             messages = req.message_dicts()
+            retrying = AsyncRetrying(
+                stop=stop_after_attempt(self.max_retries + 1),
+                wait=_Backoff(self.backoff_base, self.backoff_max),
+                retry=retry_if_exception(lambda exc: _classify(exc)[0]),
+                before_sleep=self._count_retry,
+                reraise=True,
+            )
             attempts = 0
             response: Any = None
-            while True:
-                attempts += 1
-                try:
-                    if self.timeout:
-                        response = await asyncio.wait_for(
-                            self.model.acomplete(messages, req.params), self.timeout
-                        )
-                    else:
-                        response = await self.model.acomplete(messages, req.params)
-                except Exception as exc:  # noqa: BLE001 - classified just below
-                    retry, after = _retryable(exc)
-                    if not retry or attempts > self.max_retries:
-                        why = _describe(exc)
-                        if retry:
-                            why = f"{why} (gave up after {attempts} attempts)"
-                        log.debug("model call failed: %s", why)
-                        return CallResult(None, False, "error", why, attempts, attempts - 1)
-                    self.stats.retries += 1
-                    cap = min(self.backoff_max, self.backoff_base * (2 ** (attempts - 1)))
-                    delay = random.uniform(0, cap)
-                    if after is not None:
-                        delay = max(delay, min(after, RETRY_AFTER_MAX_S))
-                    await asyncio.sleep(delay)
-                    continue
-                break
+            try:
+                async for attempt in retrying:
+                    with attempt:
+                        attempts += 1
+                        response = await self._attempt(messages, req.params)
+            except Exception as exc:  # noqa: BLE001 - the cell is an error, the run goes on
+                why = _describe(exc)
+                if _classify(exc)[0]:
+                    why = f"{why} (gave up after {attempts} attempts)"
+                log.debug("model call failed: %s", why)
+                return CallResult(None, False, "error", why, attempts, attempts - 1)
         if not isinstance(response, ModelResponse):
             response = ModelResponse(text=str(response))
         if self.cache is not None:
@@ -325,43 +465,44 @@ class Runner:
             )
         self.stats.made += 1
         self.stats.prompt_tokens += response.prompt_tokens or 0
+        self.stats.prompt_tokens_evaluated += self._evaluated_tokens(messages, response)
         self.stats.completion_tokens += response.completion_tokens or 0
         if self.budget is not None:
             self.budget.add_tokens(response.total_tokens)
         return CallResult(response, False, "ok", None, attempts, attempts - 1)
 
-    async def _arun_and_close(self, requests: Sequence[Request]) -> list[CallResult]:
-        """`arun` in a loop of our own: release the model's per-loop resources before it closes."""
-        try:
-            return await self.arun(requests)
-        finally:
-            aclose = getattr(self.model, "release_loop_resources", None)
-            if aclose is not None:
-                try:
-                    await aclose()
-                except Exception:
-                    log.debug("closing the model's client failed", exc_info=True)
+    def _evaluated_tokens(self, messages: list[Message], response: ModelResponse) -> int:
+        """Prompt tokens the server evaluated for this call.
+
+        llama.cpp's server (llama-cpp-python 0.3) reports no cached-token count, so for a
+        one-slot model this is an estimate: it keeps the longest common prefix with the previous
+        request in its KV cache, so the share of the prompt's characters after that prefix is
+        the share of its tokens evaluated. A model serving calls in parallel: all of them.
+        """
+        sent = response.prompt_tokens or 0
+        if getattr(self.model, "max_concurrency", None) != 1 or not sent:
+            return sent
+        text = "\n\n".join(m["content"] for m in messages)
+        previous = _last_prompt.get(self.model.identity, "")
+        _last_prompt[self.model.identity] = text
+        if not text:
+            return sent
+        return max(1, round(sent * (1 - shared_prefix(previous, text) / len(text))))
+
+    def _count_retry(self, state: RetryCallState) -> None:
+        self.stats.retries += 1
 
     def run(self, requests: Sequence[Request]) -> list[CallResult]:
-        """Synchronous `arun`; from inside a running event loop it runs in a worker thread."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self._arun_and_close(requests))
-        box: dict[str, Any] = {}
+        """Synchronous `arun` on the run's event loop (see `call_loop` and `use_loop`)."""
+        results: list[CallResult] = run_on_call_loop(self.arun(requests))
+        self._report_store_failure()
+        return results
 
-        def work() -> None:
-            try:
-                box["r"] = asyncio.run(self._arun_and_close(requests))
-            except BaseException as exc:  # noqa: BLE001
-                box["e"] = exc
-
-        t = threading.Thread(target=work, name="pytest-reliable-runner")
-        t.start()
-        t.join()
-        if "e" in box:
-            raise box["e"]
-        return box["r"]
+    def _report_store_failure(self) -> None:
+        failure = self.cache.take_store_failure() if self.cache is not None else None
+        if failure is not None:
+            log.warning("%s", failure)
+            warnings.warn(StoreWarning(failure), stacklevel=3)
 
 
 __all__ = [
@@ -373,5 +514,8 @@ __all__ = [
     "Request",
     "RunStats",
     "Runner",
+    "call_loop",
     "number_samples",
+    "run_on_call_loop",
+    "use_loop",
 ]

@@ -9,6 +9,7 @@ translates between pytest and these.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_reliable import stats
-from pytest_reliable.cache import ResponseCache
+from pytest_reliable.cache import BudgetLedger, ResponseCache, check_cache_path
 from pytest_reliable.data import Dataset
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluation import EvaluationSettings, ScoreMatrix, evaluate
@@ -25,10 +26,18 @@ from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, Relia
 from pytest_reliable.models.base import AsyncModel, SamplingParams
 from pytest_reliable.nstar_store import NStarKey, NStarStore
 from pytest_reliable.report.model import ChecklistReport, ReliableReport
-from pytest_reliable.runner import Budget, ProgressEvent, Runner, number_samples
+from pytest_reliable.runner import (
+    Budget,
+    ProgressEvent,
+    Runner,
+    number_samples,
+    run_on_call_loop,
+)
 from pytest_reliable.sampling import derive_seed
 from pytest_reliable.space import Space
 from pytest_reliable.summary import summarize
+
+log = logging.getLogger("pytest_reliable.session")
 
 DEFAULT_N = 10
 REMOTE_CONCURRENCY = 8
@@ -57,6 +66,8 @@ class Settings:
     no_cache: bool = False
     record: str = "new"
     store_dir: Path | None = None
+    run_id: str = "local"
+    """Names this run in the shared budget ledger: the controller's id under pytest-xdist."""
 
     def __post_init__(self) -> None:
         if self.cache_path is None:
@@ -89,15 +100,36 @@ class ReliableSession:
                 self._cache = ResponseCache.open(self.settings.cache_path, self.settings.record)
         return self._cache
 
+    def check_cache(self) -> None:
+        """Raise `CacheFileError` now (creating nothing) if the cache path cannot serve."""
+        if not self.settings.no_cache:
+            assert self.settings.cache_path is not None
+            check_cache_path(self.settings.cache_path, self.settings.record)
+
     @property
     def budget(self) -> Budget | None:
+        """One budget for the whole run: counted in ``budget.sqlite`` next to the cache file (also
+        with ``--reliable-no-cache``), which every pytest-xdist worker of the run shares."""
         if self._budget is None and (self.settings.budget_calls or self.settings.budget_tokens):
+            assert self.settings.cache_path is not None
+            ledger = BudgetLedger(self.settings.cache_path.parent / "budget.sqlite",
+                                  self.settings.run_id)
             self._budget = Budget(
-                max_calls=self.settings.budget_calls, max_tokens=self.settings.budget_tokens
+                max_calls=self.settings.budget_calls, max_tokens=self.settings.budget_tokens,
+                ledger=ledger,
             )
         return self._budget
 
     def close(self) -> None:
+        models = list(self._models.values())
+        self._models.clear()
+        for model in models:
+            try:
+                run_on_call_loop(model.aclose())
+            except Exception:
+                log.debug("closing %s failed", model.identity, exc_info=True)
+        if self._budget is not None and self._budget.ledger is not None:
+            self._budget.ledger.close()
         if self._local_server is not None:
             self._local_server.stop()
             self._local_server = None
@@ -137,9 +169,10 @@ class ReliableSession:
         return as_async_model(user_model)
 
     def runner(self, model: AsyncModel, nodeid: str) -> Runner:
-        concurrency = self.settings.concurrency
-        if concurrency is None:
-            concurrency = 1 if model.identity.startswith("local:") else REMOTE_CONCURRENCY
+        """Concurrency: ``--reliable-concurrency``, else the model's own ``max_concurrency``,
+        else `REMOTE_CONCURRENCY`. A one-slot model gets its calls in shared-prefix order."""
+        declared = getattr(model, "max_concurrency", None)
+        concurrency = self.settings.concurrency or declared or REMOTE_CONCURRENCY
 
         def progress(event: ProgressEvent) -> None:
             if self.on_progress is not None:
@@ -154,6 +187,7 @@ class ReliableSession:
             budget=self.budget,
             on_progress=progress,
             context=nodeid,
+            prefix_order=declared == 1,
         )
 
     # -- spaces and data -------------------------------------------------------------------
@@ -194,9 +228,12 @@ class ReliableSession:
             nodeid=nodeid,
         )
 
+        runners: list[Runner] = []
+
         def run(n: int, on: AsyncModel) -> ScoreMatrix:
             settings = dataclasses.replace(base, n=n)
-            return evaluate(dataset, task, space, settings, self.runner(on, nodeid))
+            runners.append(self.runner(on, nodeid))
+            return evaluate(dataset, task, space, settings, runners[-1])
 
         # (n*, reliable, achievable eps) from a pilot or the store; None = from the resamplings.
         n_star_override: tuple[int, bool, float] | None = None
@@ -274,6 +311,10 @@ class ReliableSession:
             calls_made=matrix.calls_made + extra_made,
             calls_cached=matrix.calls_cached + extra_cached,
             problems=list(matrix.problems),
+            prompt_tokens={
+                "prompt_tokens_sent": sum(r.stats.prompt_tokens for r in runners),
+                "prompt_tokens_evaluated": sum(r.stats.prompt_tokens_evaluated for r in runners),
+            },
         )
 
     # -- CheckList tests -------------------------------------------------------------------

@@ -110,3 +110,100 @@ def test_four_processes_write_one_cache(tmp_path: Path) -> None:
         assert db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == 100 + 4 * 400
         assert db.execute("SELECT COUNT(DISTINCT key) FROM responses").fetchone()[0] == 1700
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+# -- a store that fails, a text sqlite cannot encode, a file that is not a cache ----------------
+def test_lone_surrogate_is_stored_losslessly(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    text = "A\ud800 and \udfff"
+    c = ResponseCache.open(path)
+    c.put("k", ModelResponse(text), meta={"model": "m\ud800"})
+    assert c.take_store_failure() is None and c.unstored == 0
+    c.close()
+    replay = ResponseCache.open(path, "none")
+    assert replay.get("k") == ModelResponse(text)
+    replay.close()
+    key = cache_key("m", [{"role": "user", "content": "x\ud800"}], SamplingParams(), 0, None)
+    assert len(key) == 64
+
+
+def test_failing_store_keeps_answers_in_memory_and_reports_once(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    c = ResponseCache.open(path)
+    c.put("stored", ModelResponse("s"))
+    assert c._conn is not None
+    c._conn.execute("PRAGMA query_only=ON")  # every write now fails like a full disk
+    for i in range(3):
+        c.put(f"k{i}", ModelResponse(f"paid {i}"))
+    assert c.unstored == 3 and c.count() == 4
+    assert c.get_many(["stored", "k0", "k2"]) == {
+        "stored": ModelResponse("s"), "k0": ModelResponse("paid 0"), "k2": ModelResponse("paid 2")
+    }
+    message = c.take_store_failure()
+    assert message is not None and str(path) in message and "kept in memory" in message
+    assert c.take_store_failure() is None  # once
+    c.close()
+
+
+@pytest.mark.parametrize("kind", ["directory", "garbage", "truncated", "foreign", "old schema"])
+def test_a_file_that_is_not_a_cache_is_named_with_the_fix(tmp_path: Path, kind: str) -> None:
+    from pytest_reliable.cache import CacheFileError, check_cache_path
+
+    path = tmp_path / "c.sqlite"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "garbage":
+        path.write_bytes(b"this is not sqlite at all" * 100)
+    elif kind == "truncated":
+        good = ResponseCache.open(path)
+        for i in range(200):
+            good.put(f"k{i}", ModelResponse("x" * 200))
+        good.close()
+        path.write_bytes(path.read_bytes()[:5000])
+    else:
+        with sqlite3.connect(path) as db:
+            if kind == "foreign":
+                db.execute("CREATE TABLE songs (title TEXT)")
+            else:
+                db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                db.execute("CREATE TABLE responses (key TEXT)")
+                db.execute("INSERT INTO meta VALUES('schema_version', '0')")
+        db.close()
+    for check in (lambda: check_cache_path(path, "new"), lambda: ResponseCache.open(path)):
+        with pytest.raises(CacheFileError) as info:
+            check()
+        message = str(info.value)
+        assert str(path) in message and ("--reliable-cache" in message or "directory" in message)
+
+
+def test_an_unwritable_place_is_refused_before_any_call(tmp_path: Path) -> None:
+    import os
+
+    from pytest_reliable.cache import CacheFileError, check_cache_path
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as root: every directory is writable")
+        with pytest.raises(CacheFileError, match="writable"):
+            check_cache_path(locked / "sub" / "c.sqlite", "new")
+        check_cache_path(locked / "sub" / "c.sqlite", "none")  # replay only writes nothing
+    finally:
+        locked.chmod(0o700)
+
+
+def test_budget_ledger_is_one_count_for_every_process(tmp_path: Path) -> None:
+    from pytest_reliable.cache import BudgetLedger
+
+    path = tmp_path / "budget.sqlite"
+    workers = [BudgetLedger(path, "run-1") for _ in range(4)]
+    granted = sum(w.reserve(10, None) for _ in range(6) for w in workers)
+    assert granted == 10
+    assert workers[0].totals() == (10, 0, 14)
+    assert BudgetLedger(path, "run-2").reserve(10, None)  # another run has its own count
+    workers[1].add_tokens(50)
+    assert not workers[2].reserve(None, 50)  # the token limit is shared too
+    for w in workers:
+        w.close()

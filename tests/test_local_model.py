@@ -93,3 +93,77 @@ def test_failed_start_reports_the_server_output(tmp_path: Path) -> None:
     assert type(info.value).__name__ == "ModelSetupError"
     assert "last output" in str(info.value)
     assert server.proc is None
+
+
+SLOW_GATE = """
+import pytest
+from pytest_reliable import Classification, Dataset
+
+DATA = Dataset.from_records(
+    [{"text": f"Review number {i}: it was fine, I suppose.", "label": "positive"} for i in range(40)]
+)
+
+
+@pytest.mark.reliable(n=20)
+def test_long_gate(reliable):
+    reliable.evaluate(DATA, Classification(labels=["positive", "negative"]))
+"""
+
+
+def _servers_of(parent: int) -> list[int]:
+    """pids of llama.cpp servers whose parent is ``parent``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == parent and b"llama_cpp.server" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the server through /proc")
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_the_server_dies_with_its_pytest(pytester: pytest.Pytester, sig: str) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pytester.makepyfile(test_long=SLOW_GATE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", "--reliable-no-cache", "-q"],
+        cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        servers: list[int] = []
+        while not servers and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+            servers = _servers_of(proc.pid)
+        assert servers, "the embedded server never started"
+        time.sleep(3)  # let it answer a few calls
+        proc.send_signal(getattr(signal, sig))
+        proc.wait(30)
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in servers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(pid) for pid in servers), f"the server outlived pytest ({sig})"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in _servers_of(proc.pid):
+            os.kill(pid, 9)

@@ -328,3 +328,191 @@ def test_sigkill_midway_keeps_every_completed_call(tmp_path: Path) -> None:
     missing = [r for r in results if r.status != "ok"]
     assert len(missing) == 200 - before
     assert all("t::crash" in r.error and "--reliable-record new" in r.error for r in missing)
+
+
+# -- a sync callable that never returns ---------------------------------------------------------
+def test_timeout_holds_for_a_sync_callable_that_never_returns() -> None:
+    from pytest_reliable.models.callables import text_model
+
+    def hung(prompt: str) -> str:
+        if prompt.endswith("1"):
+            time.sleep(10**6)
+        return "fine"
+
+    start = time.monotonic()
+    results = fast_runner(text_model(hung, id="hung"), None, timeout=0.5, max_retries=0).run(
+        reqs(3)
+    )
+    assert time.monotonic() - start < 5
+    assert [r.status for r in results] == ["ok", "error", "ok"]
+    assert (results[1].error or "").startswith("timed out")
+
+
+HUNG_CHILD = textwrap.dedent(
+    """
+    import time
+    from pytest_reliable.models.base import SamplingParams
+    from pytest_reliable.models.callables import text_model
+    from pytest_reliable.runner import Runner, number_samples
+    model = text_model(lambda p: time.sleep(10**6), id="hung")
+    reqs = number_samples([([{"role": "user", "content": "q"}], SamplingParams())], "t::hung")
+    [result] = Runner(model, None, timeout=0.5, max_retries=0).run(reqs)
+    print(result.status, result.error, flush=True)
+    """
+)
+
+
+def test_a_hung_call_does_not_keep_the_process_alive(tmp_path: Path) -> None:
+    script = tmp_path / "child.py"
+    script.write_text(HUNG_CHILD)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("error timed out")
+
+
+# -- paid answers survive a failing store -------------------------------------------------------
+def test_answers_survive_a_failing_store_and_the_failure_is_warned_once(tmp_path: Path) -> None:
+    from pytest_reliable.cache import StoreWarning
+
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache.open(path)
+    assert cache._conn is not None
+    cache._conn.execute("PRAGMA query_only=ON")  # writes fail as on a full disk
+    with scripted_model() as model:
+        with pytest.warns(StoreWarning, match=str(path)):
+            first = fast_runner(model, cache).run(reqs(4))
+        assert [r.status for r in first] == ["ok"] * 4
+        # the answers paid for are served for the rest of the run; no second warning
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            again = fast_runner(model, cache).run(reqs(4))
+        assert all(r.cached for r in again) and model.server.requests == 4
+    cache.close()
+    assert rows(path) == 0
+
+
+def test_lone_surrogate_answer_is_stored_and_replayed(tmp_path: Path) -> None:
+    from pytest_reliable.models.callables import text_model
+
+    path = tmp_path / "c.sqlite"
+    model = text_model(lambda p: "A\ud800", id="surrogates")
+    cache = ResponseCache.open(path)
+    first = fast_runner(model, cache).run(reqs(3))
+    cache.close()
+    assert rows(path) == 3
+    replay = ResponseCache.open(path, "none")
+    again = fast_runner(model, replay).run(reqs(3))
+    replay.close()
+    assert [r.response.text for r in first] == [r.response.text for r in again] == ["A\ud800"] * 3
+    assert all(r.cached for r in again)
+
+
+# -- one budget for the whole run ---------------------------------------------------------------
+def test_a_shared_ledger_limits_every_runner_of_the_run(tmp_path: Path) -> None:
+    from pytest_reliable.cache import BudgetLedger
+
+    path = tmp_path / "budget.sqlite"
+    with scripted_model() as model:
+        budgets = [Budget(max_calls=5, ledger=BudgetLedger(path, "run")) for _ in range(2)]
+        results = [fast_runner(model, None, budget=b).run(reqs(4, prefix=f"w{j}"))
+                   for j, b in enumerate(budgets)]
+        assert model.server.requests == 5
+    statuses = [r.status for rs in results for r in rs]
+    assert statuses.count("ok") == 5 and statuses.count("not_run") == 3
+    skipped = [r.error for r in results[1] if r.status == "not_run"]
+    assert skipped and all(
+        e == "--reliable-budget 5calls is spent for the whole run: 3 of 4 calls of this "
+        "evaluation were not started" for e in skipped
+    )
+
+
+# -- secrets ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["403", "500"])
+def test_a_key_echoed_by_the_server_is_redacted(
+    kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from pytest_reliable.redact import install_log_redaction
+
+    install_log_redaction()
+    caplog.set_level(logging.DEBUG)
+    key = "sk-ECHOED-" + kind + "-9a8b7c6d5e"
+    with ScriptedServer(faults=lambda n, body: Fault(kind, echo_key=True)) as server:
+        model = OpenAICompatibleModel("m", server.base_url, api_key=key)
+        [res] = fast_runner(model, None, max_retries=1).run(reqs(1))
+    assert res.status == "error" and f"scripted {kind}" in (res.error or "")
+    assert "***" in (res.error or "") and key not in (res.error or "")
+    assert key not in caplog.text
+
+
+def test_url_credentials_and_query_secrets_are_redacted() -> None:
+    from pytest_reliable.redact import redact, register_secret
+
+    assert redact("http://u:sk-KEY123@host/v1") == "http://***@host/v1"
+    assert redact("https://h/v1?api-key=sk-abc&x=1") == "https://h/v1?api-key=***&x=1"
+    register_secret("sk-registered-42")
+    assert redact("body: {'key': 'sk-registered-42'}") == "body: {'key': '***'}"
+    assert redact("plain text, http://host/v1") == "plain text, http://host/v1"
+
+
+# -- the run's event loop -----------------------------------------------------------------------
+def test_calls_run_on_one_loop_or_on_the_given_one() -> None:
+    from pytest_reliable.models.callables import text_model
+    from pytest_reliable.runner import call_loop, use_loop
+
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def where(prompt: str) -> str:
+        loops.append(asyncio.get_running_loop())
+        return "x"
+
+    model = text_model(where, id="where")
+    fast_runner(model, None).run(reqs(2))
+    fast_runner(model, None).run(reqs(2, prefix="again"))
+    assert set(loops) == {call_loop()}
+
+    async def test_body() -> asyncio.AbstractEventLoop:
+        mine = asyncio.get_running_loop()
+        with use_loop(mine):
+            await asyncio.to_thread(fast_runner(model, None).run, reqs(2, prefix="own"))
+        return mine
+
+    own = asyncio.run(test_body())
+    assert loops[-2:] == [own, own]
+
+
+def test_one_slot_model_gets_its_calls_in_prefix_order() -> None:
+    from pytest_reliable.models.callables import text_model
+
+    seen: list[str] = []
+    model = text_model(lambda p: seen.append(p) or p, id="order")
+    prompts = ["b x", "a y", "b a", "a a"]
+    requests = number_samples([([{"role": "user", "content": p}], P0) for p in prompts], "t")
+    results = fast_runner(model, None, concurrency=1, prefix_order=True).run(requests)
+    assert seen == sorted(prompts)
+    assert [r.response.text for r in results] == prompts  # plan order kept
+
+
+def test_prompt_tokens_evaluated_estimate_the_shared_prefix() -> None:
+    from pytest_reliable.models.base import ModelResponse
+
+    class OneSlot:
+        identity = "one-slot-estimate"
+        max_concurrency = 1
+
+        async def acomplete(self, messages, params):  # type: ignore[no-untyped-def]
+            return ModelResponse("x", prompt_tokens=len(messages[-1]["content"]))
+
+        async def aclose(self) -> None:
+            pass
+
+    prompts = ["abcdefgh-1", "abcdefgh-2", "zzzzzzzzzz"]
+    requests = number_samples([([{"role": "user", "content": p}], P0) for p in prompts], "t")
+    runner = fast_runner(OneSlot(), None, concurrency=1)
+    runner.run(requests)
+    assert runner.stats.prompt_tokens == 30
+    # 10 new, then 1 of 10 after the 9 shared characters, then 10 new
+    assert runner.stats.prompt_tokens_evaluated == 21

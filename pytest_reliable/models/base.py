@@ -7,8 +7,12 @@ an `AsyncModel`; the runner only ever sees that protocol.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pytest_reliable.errors import ReliableError
 
@@ -52,11 +56,20 @@ class ModelResponse:
 
 @runtime_checkable
 class AsyncModel(Protocol):
-    """The model protocol the runner drives. ``identity`` keys the cache and names the model."""
+    """The model protocol the runner drives. ``identity`` keys the cache and names the model.
+
+    ``max_concurrency``: the most calls the model serves well at once (None: no limit of its
+    own; ``--reliable-concurrency`` or the remote default applies). ``aclose()`` releases its
+    clients; the session calls it once, at the end of the run, on the run's event loop.
+    Failures the runner may retry are raised as `ModelCallError` with ``retryable=True``.
+    """
 
     identity: str
+    max_concurrency: int | None
 
     async def acomplete(self, messages: list[Message], params: SamplingParams) -> ModelResponse: ...
+
+    async def aclose(self) -> None: ...
 
 
 @runtime_checkable
@@ -72,5 +85,55 @@ class ModelError(ReliableError):
     """A model call failed for good (after retries, or with an error that is not retried)."""
 
 
+class ModelCallError(ModelError):
+    """One failed attempt of a call, classified by the adapter that knows the transport.
+
+    ``retryable``: a rate limit, a 5xx, a timeout or a dropped connection; ``retry_after``: the
+    seconds the server asked to wait, if it said. The message is already free of secrets.
+    """
+
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
 class ModelSetupError(ReliableError):
     """A model could not be configured or started; the message says how to fix it."""
+
+
+T = TypeVar("T")
+
+
+async def to_daemon_thread(fn: Callable[..., T], *args: Any) -> T:
+    """``await fn(*args)`` run in a daemon thread of its own.
+
+    Unlike `asyncio.to_thread`, a call that never returns does not hold the event loop's
+    executor, a timeout abandons the thread, and the process can still exit.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():  # cancelled: the caller timed out and moved on
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def work() -> None:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = context.run(fn, *args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+            error = exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the loop is closed: nobody waits for this answer any more
+            pass
+
+    threading.Thread(target=work, name="pytest-reliable-call", daemon=True).start()
+    return await future

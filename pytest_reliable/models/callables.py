@@ -10,7 +10,6 @@ bytecode, constants and names instead (``@code-<hash>``), still changing when th
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import inspect
 import typing
@@ -24,6 +23,7 @@ from pytest_reliable.models.base import (
     ModelResponse,
     ModelSetupError,
     SamplingParams,
+    to_daemon_thread,
 )
 from pytest_reliable.models.openai_compat import render_text_prompt
 
@@ -118,6 +118,8 @@ def _to_response(value: Any) -> ModelResponse:
 
 
 class _CallableModel:
+    max_concurrency: int | None = None
+
     def __init__(self, fn: Callable[..., Any], kind: str, id: str | None) -> None:
         if not callable(fn):
             raise ModelSetupError(f"{fn!r} is not callable")
@@ -138,30 +140,42 @@ class _CallableModel:
         if self._is_async:
             value = await self.fn(arg)
         else:
-            value = await asyncio.to_thread(self.fn, arg)
+            value = await to_daemon_thread(self.fn, arg)
             if inspect.isawaitable(value):
                 value = await value
         return _to_response(value)
+
+    async def aclose(self) -> None:
+        """A user callable owns no client of ours."""
 
 
 class _SyncProtocolModel:
     def __init__(self, obj: Any, id: str | None) -> None:
         self.obj = obj
         self.identity = id or getattr(obj, "identity", None) or callable_identity(obj)
+        self.max_concurrency: int | None = getattr(obj, "max_concurrency", None)
 
     async def acomplete(self, messages: list[Message], params: SamplingParams) -> ModelResponse:
-        return _to_response(await asyncio.to_thread(self.obj.complete, messages, params))
+        return _to_response(await to_daemon_thread(self.obj.complete, messages, params))
+
+    async def aclose(self) -> None:
+        close = getattr(self.obj, "close", None)
+        if callable(close):
+            await to_daemon_thread(close)
 
 
 class _IdentityOverride:
+    """A user's async model object under another identity, or lacking part of the protocol."""
+
     def __init__(self, inner: Any, id: str) -> None:
         self.inner = inner
         self.identity = id
+        self.max_concurrency: int | None = getattr(inner, "max_concurrency", None)
 
-    async def release_loop_resources(self) -> None:
-        release = getattr(self.inner, "release_loop_resources", None)
-        if release is not None:
-            await release()
+    async def aclose(self) -> None:
+        close = getattr(self.inner, "aclose", None)
+        if callable(close):
+            await close()
 
     async def acomplete(self, messages: list[Message], params: SamplingParams) -> ModelResponse:
         return _to_response(await self.inner.acomplete(messages, params))
@@ -177,10 +191,8 @@ def as_async_model(obj: Any, *, id: str | None = None) -> AsyncModel:
         ident = id or getattr(obj, "identity", None)
         if ident is None:
             return _IdentityOverride(obj, callable_identity(obj))
-        if ident == getattr(obj, "identity", None) and type(obj).__module__.startswith(
-            "pytest_reliable."
-        ):
-            return obj  # type: ignore[no-any-return]
+        if ident == getattr(obj, "identity", None) and isinstance(obj, AsyncModel):
+            return obj
         return _IdentityOverride(obj, ident)  # also turns a plain str result into a ModelResponse
     if hasattr(obj, "complete") and callable(obj.complete):
         return _SyncProtocolModel(obj, id)

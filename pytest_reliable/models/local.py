@@ -3,12 +3,12 @@ llama.cpp's OpenAI-compatible server (``llama-cpp-python[server]``), on 127.0.0.
 
 The server is a child process in its own process group; it is stopped by `stop()` (terminate,
 then kill), by the context manager, by an ``atexit`` hook and by a finalizer, so no orphan stays
-behind after Ctrl-C or a failure.
+behind after Ctrl-C or a failure. When the parent dies without cleaning up (SIGKILL, an OOM kill),
+a watchdog thread inside the server sees its stdin pipe close and ends the server at once.
 """
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import collections
 import hashlib
@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 import weakref
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from pytest_reliable.models.base import (
     AsyncModel,
@@ -32,6 +32,7 @@ from pytest_reliable.models.base import (
     ModelResponse,
     ModelSetupError,
     SamplingParams,
+    to_daemon_thread,
 )
 
 LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct-Q4_1"
@@ -76,6 +77,22 @@ def gguf_hash(path: Path) -> str:
     return _HASHES[key]
 
 
+WATCHDOG = (
+    "import os, runpy, sys, threading\n"
+    "def watch():\n"
+    "    while sys.stdin.buffer.read(65536):\n"
+    "        pass\n"
+    "    os._exit(0)  # EOF: the parent is gone\n"
+    "threading.Thread(target=watch, daemon=True).start()\n"
+    "sys.argv = ['llama_cpp.server', *sys.argv[1:]]\n"
+    "runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)\n"
+)
+"""Runs ``python -m llama_cpp.server`` with a thread that ends the process when its stdin (a
+pipe whose only writer is the parent) reaches EOF: the kernel closes the pipe when the parent
+dies, however it dies. Unlike PR_SET_PDEATHSIG it does not depend on the thread that started
+the server staying alive, and it works on every POSIX system."""
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -117,7 +134,7 @@ class LocalModelServer:
         self.port: int | None = None
         self._log: collections.deque[str] = collections.deque(maxlen=30)
         self._reader: threading.Thread | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
         self._identity: str | None = None
         self._model: AsyncModel | None = None
 
@@ -158,8 +175,8 @@ class LocalModelServer:
         self.port = _free_port()
         cmd = [
             sys.executable,
-            "-m",
-            "llama_cpp.server",
+            "-c",
+            WATCHDOG,
             "--model",
             str(self.gguf),
             "--model_alias",
@@ -176,7 +193,7 @@ class LocalModelServer:
         self._log.clear()
         self.proc = subprocess.Popen(
             cmd,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,  # never written: its EOF tells the watchdog the parent died
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -226,6 +243,7 @@ class LocalModelServer:
                 self.start()
             m = OpenAICompatibleModel(LOCAL_MODEL_NAME, self.base_url, api_key="sk-local-no-key")
             m.identity = self.identity
+            m.max_concurrency = DEFAULT_LOCAL_CONCURRENCY
             self._model = m
         return self._model
 
@@ -241,8 +259,9 @@ class LocalModelServer:
         proc, self.proc = self.proc, None
         if proc is not None:
             _kill_group(proc)
-            if proc.stdout is not None:
-                proc.stdout.close()
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    stream.close()
         if self._finalizer is not None:
             atexit.unregister(self._finalizer)
             self._finalizer.detach()
@@ -263,6 +282,9 @@ class LocalModelServer:
 class _LazyLocalModel:
     """`LocalModelServer.lazy_model`: starts the server on the first cache miss."""
 
+    max_concurrency: int | None = DEFAULT_LOCAL_CONCURRENCY
+    """llama.cpp's server has one slot: concurrent calls would only queue."""
+
     def __init__(self, server: LocalModelServer) -> None:
         self._server = server
         self._lock = threading.Lock()
@@ -275,10 +297,10 @@ class _LazyLocalModel:
     async def acomplete(self, messages: list[Message], params: SamplingParams) -> ModelResponse:
         model = self._server._model
         if model is None:
-            model = await asyncio.to_thread(self._started)
+            model = await to_daemon_thread(self._started)
         return await model.acomplete(messages, params)
 
-    async def release_loop_resources(self) -> None:
-        release = getattr(self._server._model, "release_loop_resources", None)
-        if release is not None:
-            await release()
+    async def aclose(self) -> None:
+        model = self._server._model
+        if model is not None:
+            await model.aclose()

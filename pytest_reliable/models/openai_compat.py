@@ -1,20 +1,30 @@
 """The built-in OpenAI-compatible adapter (the real ``openai`` client).
 
 Works against OpenAI, vLLM, llama.cpp's server, Ollama, LM Studio. Retries and timeouts belong to
-the runner: the client is built with ``max_retries=0`` and no timeout of its own.
+the runner: the client is built with ``max_retries=0`` and no timeout of its own, and every failure
+reaches the runner as a `ModelCallError` saying whether to retry (rate limits, 5xx, timeouts,
+dropped connections, malformed bodies) and after how long, its text free of the key.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import os
 import time
 import weakref
 from typing import Any
 from urllib.parse import urlparse
 
-from pytest_reliable.models.base import Message, ModelResponse, ModelSetupError, SamplingParams
+from pytest_reliable.models.base import (
+    Message,
+    ModelCallError,
+    ModelResponse,
+    ModelSetupError,
+    SamplingParams,
+)
+from pytest_reliable.redact import redact, register_secret, register_url_secrets
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 LOCAL_DUMMY_KEY = "sk-local-no-key"
@@ -40,8 +50,20 @@ def is_loopback(base_url: str | None) -> bool:
         return False
 
 
+def retry_after_seconds(headers: Any) -> float | None:
+    """The Retry-After header in seconds (the delta form), if present and readable."""
+    try:
+        value = headers.get("retry-after")
+        return None if value is None else max(0.0, float(value))
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
 class OpenAICompatibleModel:
     """``identity = f"openai:{model}@{host}"`` (never the port, never the key)."""
+
+    max_concurrency: int | None = None
+    """A remote server: ``--reliable-concurrency`` or the session's remote default."""
 
     def __init__(
         self,
@@ -70,10 +92,12 @@ class OpenAICompatibleModel:
                     f"no API key for model {model!r} at {url_host(base_url)}: set the environment "
                     f"variable {api_key_env} (or name another one with --reliable-api-key-env)"
                 )
+        register_secret(key)
+        register_url_secrets(base_url)
         self._key = _Secret(key)
         del key
-        # httpx binds its connection pool to one event loop and the runner may run each batch in
-        # a fresh loop (asyncio.run): one client per live loop.
+        # httpx binds its connection pool to one event loop. Calls run on the run's one loop, so
+        # there is one client; an async test's `aevaluate` runs them on the test's loop instead.
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
             weakref.WeakKeyDictionary()
         )
@@ -131,16 +155,16 @@ class OpenAICompatibleModel:
                         )
                     ]
             else:
-                resp = await self._client.chat.completions.create(messages=messages, **kwargs)  # type: ignore[arg-type]
+                resp = await self._client.chat.completions.create(messages=messages, **kwargs)
                 text = resp.choices[0].message.content or ""
                 logprobs = None
-        except openai.AuthenticationError as exc:
-            raise openai.AuthenticationError(
-                f"authentication failed at {url_host(self.base_url)} (HTTP 401): check the API key "
-                f"in the environment variable {self.api_key_env}",
-                response=exc.response,
-                body=None,
-            ) from None
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc) from None
+        except (openai.APIConnectionError, openai.APIResponseValidationError) as exc:
+            # APITimeoutError is an APIConnectionError; a malformed body is a glitch like a 5xx.
+            raise ModelCallError(_exc_text(exc), retryable=True) from None
+        except json.JSONDecodeError as exc:
+            raise ModelCallError(_exc_text(exc), retryable=True) from None
         latency = time.perf_counter() - start
         usage = getattr(resp, "usage", None)
         return ModelResponse(
@@ -151,12 +175,33 @@ class OpenAICompatibleModel:
             latency_s=latency,
         )
 
-    async def release_loop_resources(self) -> None:
-        """Close the client of the running event loop (the runner calls this before its own
-        loop ends)."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+    def _status_error(self, exc: Any) -> ModelCallError:
+        status = int(exc.status_code)
+        if status == 401:
+            return ModelCallError(
+                f"AuthenticationError: authentication failed at {url_host(self.base_url)} "
+                f"(HTTP 401): check the API key in the environment variable {self.api_key_env}",
+                retryable=False,
+            )
+        retryable = status in (408, 429) or status >= 500
+        after = retry_after_seconds(getattr(exc.response, "headers", None))
+        return ModelCallError(_exc_text(exc), retryable=retryable, retry_after=after)
+
+    async def aclose(self) -> None:
+        """Close every client: the one of the running loop here, those of other live loops
+        there; clients of closed loops are dropped."""
+        running = asyncio.get_running_loop()
+        clients, self._clients = list(self._clients.items()), weakref.WeakKeyDictionary()
+        for loop, client in clients:
+            if loop is running:
+                await client.close()
+            elif not loop.is_closed() and loop.is_running():
+                await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(client.close(), loop))
+
+
+def _exc_text(exc: BaseException) -> str:
+    """``Type: message``, without secrets (a server may echo the key in its error body)."""
+    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
 
 
 class _Secret:

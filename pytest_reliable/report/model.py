@@ -44,6 +44,7 @@ class ReliableReport:
     calls_made: int
     calls_cached: int
     problems: list[str] = field(default_factory=list)
+    prompt_tokens: dict[str, int] = field(default_factory=dict)  # prompt_tokens_sent/_evaluated
     fields: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -113,7 +114,7 @@ class ReliableReport:
             "delta": self.delta,
             "n_star_source": self.n_star_source,
             "pilot_n": self.pilot_n,
-            "calls": {"made": self.calls_made, "cached": self.calls_cached},
+            "calls": {"made": self.calls_made, "cached": self.calls_cached, **self.prompt_tokens},
             "thresholds": [check.as_dict() for check in self.thresholds],
             "worst_variant": self.worst_variant(),
             "message": None if self.passed else self.failure_message(),

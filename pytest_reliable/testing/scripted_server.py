@@ -1,8 +1,10 @@
 """A scripted test double of an OpenAI-compatible server, for what a real model can't do on demand.
 
 It answers by a rule the test gives (``rule(messages_or_prompt, params) -> str``) and injects
-faults when asked: 429 with Retry-After, 500, 503, 401, a response slower than the client's
-timeout, a dropped connection (socket closed without a response), malformed JSON. It runs a
+faults when asked: 429 with Retry-After, 500, 503, 401, 403, a response slower than the client's
+timeout, a dropped connection (socket closed without a response), malformed JSON. An error fault
+with ``echo_key=True`` copies the request's Authorization header into its body, as careless
+servers do (to test that the key never reaches a report). It runs a
 `ThreadingHTTPServer` on 127.0.0.1 at a free port in a background thread, so concurrent requests
 are served concurrently. It counts what it received so tests can assert on it.
 """
@@ -27,11 +29,13 @@ Rule = Callable[[list[Message] | str, dict[str, Any]], str]
 
 @dataclass(frozen=True)
 class Fault:
-    """One injected fault. ``kind``: "429", "500", "503", "401", "400", "slow", "drop", "malformed"."""
+    """One injected fault. ``kind``: "429", "500", "503", "401", "403", "400", "slow", "drop",
+    "malformed"."""
 
     kind: str
     retry_after: float | None = None
     delay: float = 0.0
+    echo_key: bool = False
 
 
 FaultSpec = Fault | str | None
@@ -175,14 +179,15 @@ class _Handler(BaseHTTPRequestHandler):
             with owner._lock:
                 owner.fault_counts[fault.kind] += 1
             kind = fault.kind
-            if kind in ("429", "500", "503", "401", "400"):
+            if kind in ("429", "500", "503", "401", "403", "400"):
                 headers = {}
                 if fault.retry_after is not None:
                     headers["Retry-After"] = f"{fault.retry_after:g}"
+                message = f"scripted {kind}"
+                if fault.echo_key:
+                    message += f": rejected credentials {self.headers.get('Authorization')!r}"
                 self._send_json(
-                    int(kind),
-                    {"error": {"message": f"scripted {kind}", "type": "scripted"}},
-                    headers,
+                    int(kind), {"error": {"message": message, "type": "scripted"}}, headers
                 )
                 return
             if kind == "drop":
