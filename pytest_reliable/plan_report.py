@@ -31,6 +31,7 @@ critical value at its worst case (Bonferroni over every hypothesis of the test);
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from typing import Any
 
 from scipy import stats as scipy_stats
 
+from pytest_reliable.errors import ReliableError
 from pytest_reliable.stats import wilson_interval
 
 POWER = 0.8
@@ -249,12 +251,16 @@ def _direction(name: str, decide: str) -> int:
     return 1 if up != (decide == "fail-on-evidence") else -1
 
 
+def _at_rho(se_at: Callable[[float, float], float], rho: float, p: float) -> float:
+    return se_at(p, rho)
+
+
 def resolve_mean(name: str, limit: float, design: Design,
                  se_at: Callable[[float, float], float]) -> Resolution:
     """A mean-like threshold: the figure at the assumed rho and its range over rho in [0, 1]."""
     multiplier = margin_multiplier(design.decide, design.confidence, design.hypotheses)
     toward = _direction(name, design.decide)
-    values = [solve(limit, lambda p, r=rho: se_at(p, r), multiplier, toward)
+    values = [solve(limit, functools.partial(_at_rho, se_at, rho), multiplier, toward)
               for rho in (ASSUMED_RHO, 0.0, 1.0)]
     if values[0] is None:
         return Resolution(name, limit, None)
@@ -351,10 +357,7 @@ def grouping_of(space: Any, mode: str, group_by: Any, instances: int, resampling
         group_by = "formats" if mode == "fixed" else "dimensions"
     cells = instances * resamplings
     if group_by == "formats":
-        try:
-            formats = int(space.n_valid_formats(max(n_options, 2)))
-        except Exception:  # a space too large to count: treat every draw as its own format
-            formats = resamplings if mode == "fixed" else cells
+        formats = int(space.n_valid_formats(max(n_options, 2)))
         groups = max(1, min(resamplings, formats)) if mode == "fixed" else max(1, formats)
         return Grouping("formats", groups, groups * (groups - 1) // 2, cells / groups)
     dims = space.dimensions
@@ -459,7 +462,8 @@ def stored_n_star(session: Any, nodeid: str, dataset: Any, spec: Any, space: Any
             delta=spec.delta, seed=settings.seed, pilot_n=settings.pilot_n,
         )
         stored = NStarStore(settings.store_dir).get(key)
-    except Exception:  # a key shape or model this plan cannot build: treat as not stored
+    except (TypeError, ValueError, OSError, ReliableError):
+        # A key shape or a model this plan cannot build: treat it as not stored.
         return None
     return None if stored is None else int(stored["n_star"])
 

@@ -16,7 +16,7 @@ Z95 = scipy_stats.norm.ppf(0.95)
 
 
 def test_solve_finds_the_fixed_point_on_either_side() -> None:
-    se = lambda p: math.sqrt(p * (1 - p) / 100)  # noqa: E731
+    se = lambda p: math.sqrt(p * (1 - p) / 100)
     up = solve(0.6, se, 2.0, +1)
     down = solve(0.6, se, 2.0, -1)
     assert up is not None and down is not None

@@ -86,10 +86,10 @@ def test_plan_makes_no_call_prints_calls_and_resolution_and_exits_0(
         "*test_gate.py::test_gate (reliable, pass-on-evidence)",
         "*calls: 100 instances x (30 resamplings + k=1) = 3100",
         "*min_score=0.6: passes on evidence with 80% probability only if the true score is >= 0.*",
-        "*min_lower_ci=0.5: passes on evidence with 80% probability only if the true canonical "
-        "score is >= 0.*",
-        "*max_std=0.05: passes on evidence with 80% probability only if the true std over "
-        "resamplings is <= 0.0*",
+        ("*min_lower_ci=0.5: passes on evidence with 80% probability only if the true canonical "
+         "score is >= 0.*"),
+        ("*max_std=0.05: passes on evidence with 80% probability only if the true std over "
+         "resamplings is <= 0.0*"),
         "*test_gate.py::test_ranges (reliable, pass-on-evidence)",
         "*calls: 40 instances x (5 resamplings + k=4) = 360",
         "*ranges grouped by formats",
@@ -118,8 +118,8 @@ def test_auto(reliable):
                                           "--reliable-pilot-n", "50", "test_auto.py")
     assert result.ret == 0
     result.stdout.fnmatch_lines([
-        "*calls: 20 instances x (50 pilot resamplings + k=1) = 1020; the gate runs on the "
-        "pilot's first n* resamplings*",
+        ("*calls: 20 instances x (50 pilot resamplings + k=1) = 1020; the gate runs on the "
+         "pilot's first n* resamplings*"),
         "*figures below are at n = 50 (the pilot)*",
     ])
 
