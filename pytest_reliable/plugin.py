@@ -36,7 +36,8 @@ mft = pytest.mark.mft
 MARKERS = {
     "reliable": "reliable(space=None, eps=0.01, delta=0.1, n=None, mode='ilr', confidence=0.95, "
     "min_score=, min_lower_ci=, min_median=, min_worst=, max_spread=, max_std=, temperature=, k=1, "
-    "min_pass_at_k=, min_pass_hat_k=, min_cells=20, max_tokens=32): evaluate the model under "
+    "min_pass_at_k=, min_pass_hat_k=, min_cells=20, max_tokens=32, decide=, group_by=, "
+    "order_group_by='gold_position'): evaluate the model under "
     "resampled meaning-preserving prompt variants and gate on robustness thresholds.",
     "invariance": "invariance(perturb=[...], max_flip_rate=0.0, space=None, confidence=0.95, "
     "tolerance=None, gate_on_bound=False): CheckList INV test: predictions must not change under "
@@ -106,6 +107,9 @@ OPTIONS = (
     Option("lock-update", "write every declared space to reliable.lock, then run.", kind="bool"),
     Option("plan", "make no model call: print per test the calls it would make and what its "
            "thresholds can resolve at this size, then exit 0.", kind="bool"),
+    Option("decide", "default policy of thresholds without their own decide=: pass-on-evidence "
+           "(default), fail-on-evidence or estimate.",
+           choices=("pass-on-evidence", "fail-on-evidence", "estimate")),
 )
 
 
@@ -216,6 +220,11 @@ def read_settings(config: pytest.Config) -> Any:
         if raw[name] is not None:
             setattr(settings, name.replace("-", "_"), str(raw[name]))
     settings.seed = _seed(config, opts["seed"], raw["seed"])
+    if raw["decide"] is not None:
+        if raw["decide"] not in (opts["decide"].choices or ()):
+            raise _usage(opts["decide"], raw["decide"],
+                         "choose pass-on-evidence, fail-on-evidence or estimate")
+        settings.decide = raw["decide"]
     return settings, raw
 
 

@@ -62,18 +62,24 @@ def n_star_cell(entry: dict[str, Any]) -> str:
     return f"{n_star}!" if entry.get("n_star_reliable") is False else str(n_star)
 
 
-def reliable_row(entry: dict[str, Any], name: str) -> list[str]:
+def reliable_row(entry: dict[str, Any], name: str, level_shown: bool = False) -> list[str]:
+    """One table row; ``level_shown`` adds the canonical interval's level to its cell (when the
+    tests of a table do not share one confidence)."""
     mean, std = entry.get("mean"), entry.get("std")
     k = entry.get("k") or 1
     passes = "/".join(num(entry.get(key)) for key in ("pass_at_1", "pass_at_k", "pass_hat_k"))
     calls = entry.get("calls") or {}
+    canonical = interval_cell(get(entry, "canonical", "score"),
+                              get(entry, "canonical", "wilson_low"),
+                              get(entry, "canonical", "wilson_high"))
+    if level_shown and isinstance(entry.get("confidence"), float) and canonical != MISSING:
+        canonical += f" {_percent(entry['confidence'])}"
     return [
         name,
         str(entry.get("n_resamplings") if entry.get("n_resamplings") is not None else MISSING),
         str(entry.get("mode") or MISSING),
         MISSING if mean is None else f"{num(mean)}±{num(std)}",
-        interval_cell(get(entry, "canonical", "score"), get(entry, "canonical", "wilson_low"),
-                      get(entry, "canonical", "wilson_high")),
+        canonical,
         spread_cell(entry.get("formats")),
         spread_cell(entry.get("orders")),
         f"{passes} (k={k})",
@@ -87,6 +93,34 @@ RELIABLE_HEADER = [
     "test", "n", "mode", "mean±sd", "canonical [95% CI]", "formats min/med/max",
     "orders min/med/max", "pass@1/@k/^k", "n*", "calls new/cached", "verdict",
 ]
+
+
+def reliable_header(entries: list[dict[str, Any]]) -> list[str]:
+    """RELIABLE_HEADER with the canonical interval's level: the tests' confidence when they
+    share one, else "CI" (each cell then names its own level)."""
+    levels = {entry.get("confidence") for entry in entries}
+    level = levels.pop() if len(levels) == 1 else None
+    header = list(RELIABLE_HEADER)
+    header[header.index("canonical [95% CI]")] = (
+        f"canonical [{_percent(level)} CI]" if isinstance(level, float) else "canonical [CI]"
+    )
+    return header
+
+
+def _percent(level: float) -> str:
+    return f"{100 * level:.4g}%"
+
+
+def reliable_notes(entries: list[dict[str, Any]], names: dict[str, str]) -> list[str]:
+    """Notes under the table: n* not reliable, then each test's own notes (k at temperature 0,
+    decide='estimate', ...)."""
+    notes = not_reliable_notes(entries, names)
+    for entry in entries:
+        name = names.get(entry.get("nodeid", ""), entry.get("nodeid"))
+        notes += [f"! {name}: {note}" for note in entry.get("notes") or []]
+    return notes
+
+
 CHECKLIST_HEADER = ["test", "kind", "rate [CI]", "pairs", "unparsed", "calls new/cached",
                     "verdict"]
 RATE_NAMES = {"invariance": "flip rate", "directional": "fail rate", "mft": "pass rate"}

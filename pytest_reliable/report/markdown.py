@@ -8,9 +8,9 @@ from typing import Any
 
 from pytest_reliable.report.format import (
     CHECKLIST_HEADER,
-    RELIABLE_HEADER,
     checklist_row,
-    not_reliable_notes,
+    reliable_header,
+    reliable_notes,
     reliable_row,
     short_nodeids,
 )
@@ -43,9 +43,11 @@ def markdown_summary(report: dict[str, Any]) -> str:
     reliable = [e for e in entries if e.get("kind") == "reliable"]
     checklist = [e for e in entries if e.get("kind") in ("invariance", "directional", "mft")]
     if reliable:
-        lines += _table(RELIABLE_HEADER, [reliable_row(e, names[str(e.get("nodeid", "?"))])
-                                          for e in reliable])
-        lines += [""] + [f"{note}  " for note in not_reliable_notes(reliable, names)]
+        header = reliable_header(reliable)
+        mixed = "canonical [CI]" in header
+        lines += _table(header, [reliable_row(e, names[str(e.get("nodeid", "?"))], mixed)
+                                 for e in reliable])
+        lines += [""] + [f"{note}  " for note in reliable_notes(reliable, names)]
     if checklist:
         lines += [""] + _table(CHECKLIST_HEADER, [checklist_row(e, names[str(e.get("nodeid", "?"))])
                                                   for e in checklist])

@@ -6,10 +6,10 @@ from typing import Any
 
 from pytest_reliable.report.format import (
     CHECKLIST_HEADER,
-    RELIABLE_HEADER,
     checklist_row,
     middle_truncate,
-    not_reliable_notes,
+    reliable_header,
+    reliable_notes,
     reliable_row,
     short_nodeids,
 )
@@ -33,10 +33,12 @@ def summary_table(entries: list[dict[str, Any]], *, width: int = 120) -> list[st
     errors = [e for e in entries if e not in reliable and e not in checklist]
     lines: list[str] = []
     if reliable:
-        rows = [reliable_row(e, middle_truncate(names[str(e.get("nodeid", "?"))], name_width))
-                for e in reliable]
-        lines += _table(RELIABLE_HEADER, rows)
-        lines += not_reliable_notes(reliable, names)
+        header = reliable_header(reliable)
+        mixed = "canonical [CI]" in header
+        rows = [reliable_row(e, middle_truncate(names[str(e.get("nodeid", "?"))], name_width),
+                             mixed) for e in reliable]
+        lines += _table(header, rows)
+        lines += reliable_notes(reliable, names)
     if checklist:
         if lines:
             lines.append("")
