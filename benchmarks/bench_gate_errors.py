@@ -17,7 +17,7 @@ format; temperature 0, so one sample per cell) and of the instance:
 
 So the truth of every threshold is known: score ``p (2 + m_bad) / 3``, worst dimension value ``p m_bad``, spread ``p (1 - m_bad)``,
 std over resamplings ``sqrt(E[q_i (1 - q_i)] / N)`` (q_i: the instance's accuracy averaged over
-formats; approximate, since an instance meets only 24 formats). Each threshold is set at the truth moved
+formats, times 23/24: an instance meets only 24 formats, each with a fixed answer). Each threshold is set at the truth moved
 by -0.05, 0 and +0.05 (0.01 for max_std), and each policy's pass rate is printed with its Monte
 Carlo standard error. The targets (SPEC section 11) are checked at the end:
 
@@ -66,6 +66,7 @@ SPACE = Space.from_mapping("sim", {
     "wrapper": ["({})", "{}."],
     "option_separator": ["\n", "; "],
 })
+FORMATS = 3 * 2 * 2 * 2
 THRESHOLDS = ("min_score", "min_worst", "max_spread", "max_std")
 """min_lower_ci is left out: it is the canonical Wilson rule under every policy, not a policy's."""
 OFFSETS = {"wrong side": -1, "at the limit": 0, "right side": +1}
@@ -120,7 +121,9 @@ class SimModel:
         second = a * (a + 1) / ((a + b) * (a + b + 1))  # E[p_i^2]
         f1 = (2 + self.bad) / 3
         # A cell of instance i is right with probability q_i = p_i f1 (its format drawn at random).
-        cell_var = f1 * self.p - f1**2 * second
+        # An instance meets only the space's 24 formats, whose outcomes are fixed (temperature 0):
+        # the variance over a uniform draw among them is (1 - 1/24) of the Bernoulli variance.
+        cell_var = (f1 * self.p - f1**2 * second) * (1 - 1 / FORMATS)
         return {
             "min_score": mean,
             "min_worst": min(self.p * self.bad, mean),

@@ -408,13 +408,13 @@ def plan_reliable(session: Any, nodeid: str, data: Any, task: Any, spec: Any,
     if spec.n is not None or settings.n != "auto":
         n = int(spec.n or (settings.n if isinstance(settings.n, int) else 10))
         calls = instances * (n + k)
-        detail = f"{instances} instances x ({n} resamplings + k={k}) = {calls}"
+        detail = f"{instances} instances x ({_resamplings(n)} + k={k}) = {calls}"
     else:
         stored = stored_n_star(session, nodeid, dataset, spec, space, user_model)
         if stored is not None:
             n = stored
             calls = instances * (n + k)
-            detail = (f"{instances} instances x ({n} resamplings (stored n*) + k={k}) = {calls}")
+            detail = f"{instances} instances x ({_resamplings(n)} (stored n*) + k={k}) = {calls}"
         else:
             n = int(settings.pilot_n)
             calls = instances * (n + k)
@@ -445,6 +445,10 @@ def plan_reliable(session: Any, nodeid: str, data: Any, task: Any, spec: Any,
                      f"(min_cells={spec.min_cells})")
     return TestPlan(nodeid, "reliable", instances, calls, detail, decide,
                     grouping.label if grouping else None, resolutions, notes)
+
+
+def _resamplings(n: int) -> str:
+    return f"{n} resampling" + ("" if n == 1 else "s")
 
 
 def stored_n_star(session: Any, nodeid: str, dataset: Any, spec: Any, space: Any,
