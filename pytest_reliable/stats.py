@@ -511,19 +511,26 @@ def noise_floor(
     reps = _count(permutations, "permutations", minimum=1)
     n, n_inst = s.shape
     dev = s - s.mean(axis=0)
-    order = np.argsort(np.random.default_rng(seed).random((reps, n, n_inst)), axis=1)
-    shuffled = np.take_along_axis(np.broadcast_to(dev, (reps, n, n_inst)), order, axis=1)
+    shuffled = np.random.default_rng(seed).permuted(
+        np.broadcast_to(dev, (reps, n, n_inst)).copy(), axis=1
+    )
+    flat_shuffled = shuffled.reshape(reps, n * n_inst)
     spread = np.zeros(reps)
     for labels, n_groups in labellings:
-        lab = np.asarray(labels, dtype=np.int64)
+        lab = np.asarray(labels, dtype=np.int64).ravel()
         mask = lab >= 0
         cells = np.bincount(lab[mask], minlength=n_groups)
         live = cells > 0
         if live.sum() < 2:
             continue
-        flat = (np.arange(reps)[:, None] * n_groups + lab[mask][None, :]).ravel()
-        sums = np.bincount(flat, weights=shuffled[:, mask].ravel(),
-                           minlength=reps * n_groups).reshape(reps, n_groups)
+        if n_groups <= 64:  # a one-hot product is fastest for a few groups
+            onehot = np.zeros((lab.size, n_groups))
+            onehot[np.flatnonzero(mask), lab[mask]] = 1.0
+            sums = flat_shuffled @ onehot
+        else:
+            flat = (np.arange(reps)[:, None] * n_groups + lab[mask][None, :]).ravel()
+            sums = np.bincount(flat, weights=flat_shuffled[:, mask].ravel(),
+                               minlength=reps * n_groups).reshape(reps, n_groups)
         effects = sums[:, live] / cells[live]
         spread = np.maximum(spread, effects.max(axis=1) - effects.min(axis=1))
     return float(spread.mean())

@@ -55,7 +55,7 @@ def check_scores(matrix: ScoreMatrix, task: Any, dataset: Sequence[Any] | None =
             text = str(dataset[cell.instance])
             record = f" {text[:80] + '...' if len(text) > 80 else text}"
         raise ScoreRangeError(
-            f"{type(task).__name__}: the grader returned score {score!r} for instance "
+            f"{task!r}: the grader returned score {score!r} for instance "
             f"{cell.instance}{record} ({where}); scores must be numbers in [0, 1]. Fix the grader "
             "(e.g. 1.0 right, 0.0 wrong, or a fraction of credit)."
         )
@@ -222,7 +222,16 @@ def _group_key(labelling: Labelling, group: Group, n_labellings: int) -> str:
 
 
 def _display(space: Space, dim: str) -> Callable[[CellResult], str]:
-    return lambda cell: space.display_value(dim, cell.variant.value(dim))
+    shown: dict[Any, str] = {}  # raw value -> its display (thousands of cells, a few values)
+
+    def key(cell: CellResult) -> str:
+        raw = cell.variant.value(dim)
+        found = shown.get(raw)
+        if found is None:
+            found = shown[raw] = space.display_value(dim, raw)
+        return found
+
+    return key
 
 
 def _labelled(space: Space, dim: str) -> Callable[[CellResult], str]:
