@@ -117,8 +117,8 @@ def test_fail_on_evidence(reliable):
     assert tests["test_estimate"]["verdict"] == "passed"
     assert tests["test_fail_on_evidence"]["verdict"] == "passed"
     result.stdout.fnmatch_lines([
-        "*min_score: observed 0.7000, required >= 0.7; lower bound 0.5* at 95% "
-        "(pass-on-evidence*",
+        ("*min_score: observed 0.7000, required >= 0.7; lower bound 0.5* at 95% "
+         "(pass-on-evidence*"),
     ])
     assert any("no error control" in note for note in tests["test_estimate"]["notes"])
 
@@ -197,8 +197,8 @@ def test_generous(reliable):
     result, report = run_json(pytester)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*Generation(grader='generous'): the grader returned score 3.7 for instance 0*"
-        "scores must be numbers in [[]0, 1]*",
+        ("*Generation(grader='generous'): the grader returned score 3.7 for instance 0*"
+         "scores must be numbers in [[]0, 1]*"),
     ])
     assert "Traceback" not in result.stdout.str() and "pytest_reliable/" not in result.stdout.str()
     assert by_test(report)["test_generous"]["verdict"] == "error"
