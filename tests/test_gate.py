@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -98,12 +99,14 @@ DATA = [{"question": f"q{i}", "choices": ["a", "b", "c", "d"], "answer": i % 4} 
 
 
 def simulated(
-    n: int, mode: str, accuracy: Callable[[CellResult], float], seed: int
+    n: int, mode: str, accuracy: Callable[[CellResult], float], seed: int,
+    data: list[dict[str, Any]] | None = None, space: Space | None = None,
 ) -> tuple[ScoreMatrix, Space]:
     """A model of known truth: each cell right with probability ``accuracy(cell)``."""
-    space = Space.default()
+    data = DATA if data is None else data
+    space = space or Space.default()
     settings = EvaluationSettings(n=n, mode=mode, seed=seed)
-    cells = make_cells(DATA, MultipleChoice(), space, settings)
+    cells = make_cells(data, MultipleChoice(), space, settings)
     rng = np.random.default_rng(seed)
     results = []
     for cell in cells:
@@ -111,7 +114,7 @@ def simulated(
         right = rng.random() < accuracy(cell)
         label = cell.prompt.labels[gold if right else (gold + 1) % 4]
         results.append(CallResult(ModelResponse(label)))
-    return grade_cells(DATA, MultipleChoice(), cells, results, settings), space
+    return grade_cells(data, MultipleChoice(), cells, results, settings), space
 
 
 def _rate(passes: int, reps: int) -> tuple[float, float]:
