@@ -465,11 +465,15 @@ class GroupEffects:
         return max(self.n_instances - 1, 1)
 
 
-def paired_group_effects(scores: ArrayLike, labels: ArrayLike, n_groups: int) -> GroupEffects:
+def paired_group_effects(
+    scores: ArrayLike, labels: ArrayLike, n_groups: int, *, offsets: ArrayLike | None = None
+) -> GroupEffects:
     """Paired group estimates (see `GroupEffects`) of a (resamplings, instances) score matrix.
 
     ``labels`` has the same shape and gives each cell's group in 0..n_groups-1, or -1 for a cell
-    in no group (it still counts in its instance's mean).
+    in no group (it still counts in its instance's mean). ``offsets`` (same shape), when given,
+    are known effects of another factor subtracted from each cell before the groups are compared
+    (e.g. the correct option's displayed position, so formats do not absorb order effects).
     """
     s = _score_matrix(scores)
     lab = np.asarray(labels, dtype=np.int64)
@@ -477,9 +481,12 @@ def paired_group_effects(scores: ArrayLike, labels: ArrayLike, n_groups: int) ->
         raise ValueError(f"labels must have the shape of scores {s.shape}, got {lab.shape}")
     n_inst = s.shape[1]
     groups = _count(n_groups, "n_groups")
+    overall = float(s.mean())
+    if offsets is not None:
+        s = s - np.asarray(offsets, dtype=np.float64)
     inst_mean = s.mean(axis=0)
-    overall = float(inst_mean.mean())
     dev = s - inst_mean
+    inst_mean = inst_mean - inst_mean.mean() + overall
     mask = lab >= 0
     flat = (lab * n_inst + np.arange(n_inst)[None, :])[mask]
     size = groups * n_inst
@@ -499,31 +506,41 @@ def noise_floor(
     *,
     permutations: int = 200,
     seed: int = 0,
+    offsets: ArrayLike | None = None,
 ) -> float:
     """The mean spread of paired group estimates with group labels permuted within instance.
 
     What a prompt-insensitive model would show on these cells: each permutation shuffles every
     instance's scores over its own cells (so labels are permuted within instance), the spread is
     the largest (max - min) over the labellings' populated groups, and the result is its mean over
-    ``permutations`` seeded permutations.
+    ``permutations`` seeded permutations. ``offsets``: as in `paired_group_effects`.
     """
     s = _score_matrix(scores)
+    if offsets is not None:
+        s = s - np.asarray(offsets, dtype=np.float64)
     reps = _count(permutations, "permutations", minimum=1)
     n, n_inst = s.shape
     dev = s - s.mean(axis=0)
-    order = np.argsort(np.random.default_rng(seed).random((reps, n, n_inst)), axis=1)
-    shuffled = np.take_along_axis(np.broadcast_to(dev, (reps, n, n_inst)), order, axis=1)
+    shuffled = np.random.default_rng(seed).permuted(
+        np.broadcast_to(dev, (reps, n, n_inst)).copy(), axis=1
+    )
+    flat_shuffled = shuffled.reshape(reps, n * n_inst)
     spread = np.zeros(reps)
     for labels, n_groups in labellings:
-        lab = np.asarray(labels, dtype=np.int64)
+        lab = np.asarray(labels, dtype=np.int64).ravel()
         mask = lab >= 0
         cells = np.bincount(lab[mask], minlength=n_groups)
         live = cells > 0
         if live.sum() < 2:
             continue
-        flat = (np.arange(reps)[:, None] * n_groups + lab[mask][None, :]).ravel()
-        sums = np.bincount(flat, weights=shuffled[:, mask].ravel(),
-                           minlength=reps * n_groups).reshape(reps, n_groups)
+        if n_groups <= 64:  # a one-hot product is fastest for a few groups
+            onehot = np.zeros((lab.size, n_groups))
+            onehot[np.flatnonzero(mask), lab[mask]] = 1.0
+            sums = flat_shuffled @ onehot
+        else:
+            flat = (np.arange(reps)[:, None] * n_groups + lab[mask][None, :]).ravel()
+            sums = np.bincount(flat, weights=flat_shuffled[:, mask].ravel(),
+                               minlength=reps * n_groups).reshape(reps, n_groups)
         effects = sums[:, live] / cells[live]
         spread = np.maximum(spread, effects.max(axis=1) - effects.min(axis=1))
     return float(spread.mean())

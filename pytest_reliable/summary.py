@@ -55,7 +55,7 @@ def check_scores(matrix: ScoreMatrix, task: Any, dataset: Sequence[Any] | None =
             text = str(dataset[cell.instance])
             record = f" {text[:80] + '...' if len(text) > 80 else text}"
         raise ScoreRangeError(
-            f"{type(task).__name__}: the grader returned score {score!r} for instance "
+            f"{task!r}: the grader returned score {score!r} for instance "
             f"{cell.instance}{record} ({where}); scores must be numbers in [0, 1]. Fix the grader "
             "(e.g. 1.0 right, 0.0 wrong, or a fraction of credit)."
         )
@@ -180,12 +180,15 @@ def label_cells(
 
 
 def estimate_labelling(
-    scores: np.ndarray, labelling: Labelling, confidence: float, min_cells: int
+    scores: np.ndarray, labelling: Labelling, confidence: float, min_cells: int,
+    offsets: np.ndarray | None = None,
 ) -> None:
-    """Paired estimates, intervals and ``thin`` flags for every group of ``labelling``."""
+    """Paired estimates, intervals and ``thin`` flags for every group of ``labelling``
+    (``offsets``: known effects subtracted first, see `stats.paired_group_effects`)."""
     if not labelling.groups:
         return
-    effects = stats.paired_group_effects(scores, labelling.labels, len(labelling.groups))
+    effects = stats.paired_group_effects(scores, labelling.labels, len(labelling.groups),
+                                         offsets=offsets)
     labelling.effects = effects
     for g, group in enumerate(labelling.groups):
         bound = effects.bound(g)
@@ -195,7 +198,10 @@ def estimate_labelling(
         group.thin = group.cells < min_cells
 
 
-def _range(grouping: str, labellings: list[Labelling], scores: np.ndarray) -> RangeSummary:
+def _range(
+    grouping: str, labellings: list[Labelling], scores: np.ndarray,
+    offsets: np.ndarray | None = None,
+) -> RangeSummary:
     groups = [g for labelling in labellings for g in labelling.groups]
     keyed = {_group_key(labelling, g, len(labellings)): g
              for labelling in labellings for g in labelling.groups}
@@ -209,7 +215,7 @@ def _range(grouping: str, labellings: list[Labelling], scores: np.ndarray) -> Ra
     )
     floor = stats.noise_floor(
         scores, [(lab.labels, len(lab.groups)) for lab in labellings if lab.groups],
-        permutations=NOISE_PERMUTATIONS, seed=0,
+        permutations=NOISE_PERMUTATIONS, seed=0, offsets=offsets,
     )
     return RangeSummary(
         float(values.min()), float(np.median(values)), float(values.max()), grouping, keyed,
@@ -222,7 +228,16 @@ def _group_key(labelling: Labelling, group: Group, n_labellings: int) -> str:
 
 
 def _display(space: Space, dim: str) -> Callable[[CellResult], str]:
-    return lambda cell: space.display_value(dim, cell.variant.value(dim))
+    shown: dict[Any, str] = {}  # raw value -> its display (thousands of cells, a few values)
+
+    def key(cell: CellResult) -> str:
+        raw = cell.variant.value(dim)
+        found = shown.get(raw)
+        if found is None:
+            found = shown[raw] = space.display_value(dim, raw)
+        return found
+
+    return key
 
 
 def _labelled(space: Space, dim: str) -> Callable[[CellResult], str]:
@@ -244,6 +259,7 @@ def format_range(
     matrix: ScoreMatrix,
     grouping: str | tuple[str, ...],
     dimensions: dict[str, Labelling],
+    offsets: np.ndarray | None = None,
 ) -> RangeSummary:
     """The format range over the pre-registered ``grouping`` (estimated labellings expected in
     ``dimensions``; a formats labelling is built and must be estimated by the caller)."""
@@ -254,7 +270,7 @@ def format_range(
         if grouping == "dimensions" else list(grouping)
     )
     label = "dimensions" if grouping == "dimensions" else "dimensions:" + ",".join(names)
-    return _range(label, [dimensions[d] for d in names], matrix.scores)
+    return _range(label, [dimensions[d] for d in names], matrix.scores, offsets)
 
 
 def formats_labelling(matrix: ScoreMatrix, cells: Sequence[CellResult]) -> Labelling:
@@ -286,6 +302,27 @@ def orders_labelling(
     labelling.labels = remap[labelling.labels]
     labelling.groups = [labelling.groups[g] for g in order]
     return labelling
+
+
+def order_offsets(
+    matrix: ScoreMatrix, cells: Sequence[CellResult], space: Space, mode: str, confidence: float,
+) -> np.ndarray | None:
+    """Per cell, the paired effect of the correct option's displayed position, in fixed mode with
+    permuted orders (None elsewhere).
+
+    A fixed-mode resampling shows one order permutation to every instance, so a position-biased
+    model would make that resampling's format look better or worse than it is; subtracting the
+    position effect before formats are compared keeps format estimates free of order effects.
+    In ilr every cell draws its own order, independently of its format: nothing to adjust.
+    """
+    if mode != "fixed" or space.option_order != "permute":
+        return None
+    gold = orders_labelling(matrix, cells, "gold_position")
+    if len(gold.groups) < 2:
+        return None
+    effects = stats.paired_group_effects(matrix.scores, gold.labels, len(gold.groups))
+    shift = np.append(effects.estimates - matrix.scores.mean(), 0.0)  # label -1: no shift
+    return np.asarray(shift[gold.labels], dtype=np.float64)
 
 
 def variants_sampled(space: Space, matrix: ScoreMatrix, mode: str) -> bool:
@@ -391,18 +428,19 @@ def summarize(
         )
     cells = matrix.resampling_cells()
     shape = (matrix.n_resamplings, matrix.n_instances)
-    dims = dimension_labellings(space, cells, shape)
-    for labelling in dims.values():
-        estimate_labelling(scores, labelling, confidence, min_cells)
-    if grouping == "formats":
-        formats_lab = formats_labelling(matrix, cells)
-        estimate_labelling(scores, formats_lab, confidence, min_cells)
-        formats = _range("formats", [formats_lab], scores)
-    else:
-        formats = format_range(space, matrix, grouping, dims)
     orders_lab = orders_labelling(matrix, cells, order_group_by)
     estimate_labelling(scores, orders_lab, confidence, min_cells)
     orders = _range(order_group_by, [orders_lab], scores)
+    offsets = order_offsets(matrix, cells, space, mode, confidence)
+    dims = dimension_labellings(space, cells, shape)
+    for labelling in dims.values():
+        estimate_labelling(scores, labelling, confidence, min_cells, offsets)
+    if grouping == "formats":
+        formats_lab = formats_labelling(matrix, cells)
+        estimate_labelling(scores, formats_lab, confidence, min_cells, offsets)
+        formats = _range("formats", [formats_lab], scores, offsets)
+    else:
+        formats = format_range(space, matrix, grouping, dims, offsets)
     unparsed = int((~matrix.parsed).sum() + (~matrix.canonical_parsed).sum())
     return Summary(
         n_resamplings=matrix.n_resamplings,
