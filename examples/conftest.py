@@ -29,5 +29,11 @@ def movies() -> Dataset:
 
 
 @pytest.fixture(scope="session")
+def adjectives() -> Dataset:
+    """100 real BIG-Bench Hard hyperbaton instances: which adjective order is correct (2 options)."""
+    return Dataset.from_bbh(DATA / "bbh" / "hyperbaton.json")
+
+
+@pytest.fixture(scope="session")
 def multiple_choice() -> MultipleChoice:
     return MultipleChoice()

@@ -1,37 +1,330 @@
-"""Thresholds -> verdict. Each threshold becomes a `ThresholdCheck`; the gate fails if any fails."""
+"""Thresholds -> verdict (SPEC section 11). Each threshold becomes a `ThresholdCheck`.
+
+Policies (``decide=``):
+
+- ``pass-on-evidence`` (default): a threshold passes only when its one-sided bound on the
+  unfavourable side, at the marker's ``confidence``, clears the limit (the lower bound for
+  ``min_*``, the upper bound for ``max_*``). A range passes when every group (``min_worst``) or
+  every pairwise paired difference (``max_spread``) clears it. The test passes when every
+  threshold does: an intersection-union test, so a model breaching any limit passes with
+  probability at most 1 - confidence, with no multiplicity correction needed.
+- ``fail-on-evidence``: a threshold fails only when the data show it is breached. Every
+  elementary claim of the test (one per plain threshold, one per group of ``min_worst`` and
+  ``min_median``'s groups, one per pair of ``max_spread``) gets a p-value; Holm's step-down over
+  all of them at alpha = 1 - confidence decides which are rejected. The reported ``bound`` is
+  the favourable-side bound at the Holm level its claim was compared with (the most extreme over
+  a range's claims).
+- ``estimate``: the point estimate against the limit; no error control.
+
+``min_lower_ci`` keeps its own meaning under every policy: the canonical interval's lower end
+must be >= the limit (it is already a bound). The bound functions live in `pytest_reliable.stats`.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+from scipy import stats as _sps
+
+from pytest_reliable import stats
+from pytest_reliable.markerspec import POLICIES, RELIABLE_THRESHOLDS
+
+if TYPE_CHECKING:
+    from pytest_reliable.markerspec import ReliableSpec
+    from pytest_reliable.summary import Summary
 
 Direction = Literal["min", "max"]
+PASS_ON_EVIDENCE, FAIL_ON_EVIDENCE, ESTIMATE = POLICIES
+DEFAULT_POLICY = PASS_ON_EVIDENCE
+_TOLERANCE = 1e-12
+FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
 class ThresholdCheck:
-    """One threshold of a test: ``observed`` must be >= ``limit`` (min) or <= ``limit`` (max)."""
+    """One threshold of a test. ``observed`` is the point estimate; ``bound`` the value the
+    decision used under ``decide`` (None for CheckList thresholds, which compare ``observed``)."""
 
     name: str
     limit: float
     observed: float | None
     direction: Direction
+    bound: float | None = None
+    decide: str | None = None
+    method: str | None = None
+    verdict: bool | None = None
+    """The policy's decision; None = compare ``observed`` with ``limit``."""
+    confidence: float | None = None
 
     @property
     def passed(self) -> bool:
-        if self.observed is None:
-            return False
-        if self.direction == "min":
-            return self.observed >= self.limit - 1e-12
-        return self.observed <= self.limit + 1e-12
+        if self.verdict is not None:
+            return self.verdict
+        return _clears(self.observed, self.limit, self.direction)
 
     def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        del data["direction"]
+        data: dict[str, Any] = {"name": self.name, "limit": self.limit, "observed": self.observed}
+        if self.decide is not None:
+            data.update(bound=self.bound, decide=self.decide, method=self.method)
         data["passed"] = self.passed
         return data
 
     def describe(self) -> str:
         relation = ">=" if self.direction == "min" else "<="
-        shown = "n/a" if self.observed is None else f"{self.observed:.4f}"
-        return f"{self.name}: observed {shown}, required {relation} {self.limit:g}"
+        text = f"{self.name}: observed {_shown(self.observed)}, required {relation} {self.limit:g}"
+        if self.decide is None or self.decide == ESTIMATE:
+            return text + ("" if self.decide is None else " (estimate: no error control)")
+        side = {
+            (PASS_ON_EVIDENCE, "min"): "lower", (PASS_ON_EVIDENCE, "max"): "upper",
+            (FAIL_ON_EVIDENCE, "min"): "upper", (FAIL_ON_EVIDENCE, "max"): "lower",
+        }[(self.decide, self.direction)]
+        if self.name == "min_lower_ci":
+            side = "interval's lower end"
+            return f"{text}; {side} {_shown(self.bound)} ({self.method})"
+        level = f" at {self.confidence:.0%}" if self.confidence is not None else ""
+        return f"{text}; {side} bound {_shown(self.bound)}{level} ({self.decide}, {self.method})"
+
+
+def _shown(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def _clears(value: float | None, limit: float, direction: str) -> bool:
+    if value is None or math.isnan(value):
+        return False
+    if direction == "min":
+        return value >= limit - _TOLERANCE
+    return value <= limit + _TOLERANCE
+
+
+# -- the evidence behind one threshold ------------------------------------------------------
+@dataclass(frozen=True)
+class Evidence:
+    """A threshold's elementary claims, vectorised.
+
+    ``unfavourable(c)``: per claim, the one-sided bound at confidence ``c`` on the side that must
+    clear the limit under pass-on-evidence. ``favourable(levels)``: per claim, the bound on the
+    other side at per-claim confidences. ``p_breach(limit)``: per claim, the p-value of "the
+    limit is met" (small = evidence of a breach).
+    """
+
+    observed: float | None
+    method: str
+    unfavourable: Callable[[float], FloatArray]
+    favourable: Callable[[FloatArray], FloatArray]
+    p_breach: Callable[[float], FloatArray]
+
+
+def proportion_evidence(
+    observed: float | None, bounds: list[stats.ProportionBound], direction: Direction,
+    method: str | None = None,
+) -> Evidence:
+    """Claims "mean >= limit" (min) or "mean <= limit" (max), one per bound."""
+    low = direction == "min"
+
+    def unfavourable(c: float) -> FloatArray:
+        return np.array([b.lower(c) if low else b.upper(c) for b in bounds])
+
+    def favourable(levels: FloatArray) -> FloatArray:
+        return np.array([b.upper(float(c)) if low else b.lower(float(c))
+                         for b, c in zip(bounds, levels)])
+
+    def p_breach(limit: float) -> FloatArray:
+        return np.array([b.p_below(limit) if low else b.p_above(limit) for b in bounds])
+
+    return Evidence(observed, method or (bounds[0].method if bounds else ""), unfavourable,
+                    favourable, p_breach)
+
+
+def spread_evidence(
+    observed: float | None, diffs: FloatArray, se: FloatArray, df: int
+) -> Evidence:
+    """Claims "|difference| <= limit", one per pair of groups (paired within instance).
+
+    The upper bound of |d| is |d| + t se; evidence of a breach is two-sided (the sign of the
+    difference is chosen by the data): lower bound |d| - t_{(1+c)/2} se, p = 2 t.sf((|d|-L)/se).
+    """
+    if diffs.size == 0:
+        # One group or none: no pair can differ (an empty range has no observed value anyway).
+        diffs, se = np.zeros(1), np.full(1, np.inf)
+        if observed is not None:
+            return Evidence(observed, "a single group: no pair", lambda c: np.zeros(1),
+                            lambda levels: np.zeros(1), lambda limit: np.ones(1))
+    size = np.abs(diffs)
+
+    def unfavourable(c: float) -> FloatArray:
+        return np.asarray(size + _sps.t.ppf(c, df) * se, dtype=np.float64)
+
+    def favourable(levels: FloatArray) -> FloatArray:
+        return np.asarray(size - _sps.t.ppf(0.5 + levels / 2.0, df) * se, dtype=np.float64)
+
+    def p_breach(limit: float) -> FloatArray:
+        return np.asarray(np.minimum(1.0, 2.0 * _sps.t.sf((size - limit) / se, df)),
+                          dtype=np.float64)
+
+    return Evidence(observed, stats.PAIRED_METHOD + ", pairwise differences", unfavourable,
+                    favourable, p_breach)
+
+
+def std_evidence(bound: stats.StdBound) -> Evidence:
+    """The claim "sigma <= limit" over the per-resampling scores."""
+    return Evidence(
+        bound.std if bound.n >= 2 else None, bound.method,
+        lambda c: np.array([bound.upper(c)]),
+        lambda levels: np.array([bound.lower(float(levels[0]))]),
+        lambda limit: np.array([bound.p_above(limit)]),
+    )
+
+
+def median_evidence(observed: float | None, bounds: list[stats.ProportionBound]) -> Evidence:
+    """The claim "the median group >= limit", bounded by the median of the groups' bounds (an
+    approximation: the groups' bounds are not independent; p-value by inverting that bound)."""
+
+    def unfavourable(c: float) -> FloatArray:
+        return np.array([float(np.median([b.lower(c) for b in bounds]))])
+
+    def favourable(levels: FloatArray) -> FloatArray:
+        c = float(levels[0])
+        return np.array([float(np.median([b.upper(c) for b in bounds]))])
+
+    def p_breach(limit: float) -> FloatArray:
+        # The smallest alpha at which the upper bound at 1 - alpha falls below the limit.
+        if favourable(np.array([0.5]))[0] >= limit:
+            return np.array([1.0])
+        lo, hi = 0.0, 0.5
+        for _ in range(30):
+            mid = (lo + hi) / 2.0
+            if favourable(np.array([1.0 - mid]))[0] < limit:
+                hi = mid
+            else:
+                lo = mid
+        return np.array([hi])
+
+    return Evidence(observed, "median of the groups' bounds (approximate); "
+                    + stats.PAIRED_METHOD, unfavourable, favourable, p_breach)
+
+
+# -- decisions --------------------------------------------------------------------------------
+def decide_thresholds(
+    claims: dict[str, tuple[float, Evidence]],
+    decide: str,
+    confidence: float,
+    fixed: dict[str, tuple[float, float | None, str]] | None = None,
+) -> list[ThresholdCheck]:
+    """Apply policy ``decide`` to the test's thresholds.
+
+    ``claims``: name -> (limit, evidence). ``fixed``: thresholds that are already bounds and are
+    compared as they are under every policy (``min_lower_ci``): name -> (limit, value, method).
+    Checks come back in `RELIABLE_THRESHOLDS` order.
+    """
+    if decide not in POLICIES:
+        raise ValueError(f"decide must be one of {POLICIES}, got {decide!r}")
+    checks: dict[str, ThresholdCheck] = {}
+    for name, (limit, value, method) in (fixed or {}).items():
+        checks[name] = ThresholdCheck(name, limit, value, "min", value, decide, method,
+                                      _clears(value, limit, "min"), confidence)
+    if decide == FAIL_ON_EVIDENCE:
+        checks.update(_fail_on_evidence(claims, confidence))
+    for name, (limit, evidence) in claims.items():
+        direction: Direction = RELIABLE_THRESHOLDS[name]  # type: ignore[assignment]
+        if decide == ESTIMATE:
+            checks[name] = ThresholdCheck(
+                name, limit, evidence.observed, direction, evidence.observed, decide,
+                "point estimate (no error control)", _clears(evidence.observed, limit, direction),
+                confidence,
+            )
+        elif decide == PASS_ON_EVIDENCE:
+            bounds = evidence.unfavourable(confidence)
+            if evidence.observed is None or bounds.size == 0 or np.isnan(bounds).any():
+                bound = None
+            else:
+                bound = float(bounds.min() if direction == "min" else bounds.max())
+            checks[name] = ThresholdCheck(
+                name, limit, evidence.observed, direction, bound, decide, evidence.method,
+                _clears(bound, limit, direction), confidence,
+            )
+    return [checks[name] for name in RELIABLE_THRESHOLDS if name in checks]
+
+
+def _fail_on_evidence(
+    claims: dict[str, tuple[float, Evidence]], confidence: float
+) -> dict[str, ThresholdCheck]:
+    alpha = 1.0 - confidence
+    names: list[str] = []
+    pvalues: list[FloatArray] = []
+    for name, (limit, evidence) in claims.items():
+        names.append(name)
+        pvalues.append(evidence.p_breach(limit) if evidence.observed is not None
+                       else np.zeros(0))
+    sizes = [p.size for p in pvalues]
+    reject, levels = stats.holm(np.concatenate(pvalues) if pvalues else np.zeros(0), alpha)
+    family = int(sum(sizes))
+    checks: dict[str, ThresholdCheck] = {}
+    start = 0
+    for name, size in zip(names, sizes):
+        limit, evidence = claims[name]
+        direction: Direction = RELIABLE_THRESHOLDS[name]  # type: ignore[assignment]
+        part = slice(start, start + size)
+        start += size
+        if size == 0:
+            checks[name] = ThresholdCheck(name, limit, evidence.observed, direction, None,
+                                          FAIL_ON_EVIDENCE, evidence.method, False, confidence)
+            continue
+        bounds = evidence.favourable(1.0 - levels[part])
+        bound = float(bounds.min() if direction == "min" else bounds.max())
+        method = f"{evidence.method}; Holm over {family} claims"
+        checks[name] = ThresholdCheck(
+            name, limit, evidence.observed, direction, bound, FAIL_ON_EVIDENCE, method,
+            not bool(reject[part].any()), confidence,
+        )
+    return checks
+
+
+# -- a reliable test's thresholds ---------------------------------------------------------------
+def reliable_thresholds(spec: ReliableSpec, summary: Summary, decide: str) -> list[ThresholdCheck]:
+    """The checks of ``@reliable``'s thresholds on ``summary`` under policy ``decide``."""
+    claims: dict[str, tuple[float, Evidence]] = {}
+    fixed: dict[str, tuple[float, float | None, str]] = {}
+    ranges = summary.formats
+    for name in RELIABLE_THRESHOLDS:
+        limit = getattr(spec, name)
+        if limit is None:
+            continue
+        limit = float(limit)
+        if name == "min_lower_ci":
+            fixed[name] = (limit, _finite(summary.wilson_low),
+                           (f"canonical interval ({summary.interval_method}) at "
+                           f"{summary.confidence:.0%}"))
+        elif name == "min_score":
+            claims[name] = (limit, _proportion(summary.mean, summary.mean_bound))
+        elif name == "min_pass_at_k":
+            claims[name] = (limit, _proportion(summary.pass_at_k, summary.pass_at_k_bound))
+        elif name == "min_pass_hat_k":
+            claims[name] = (limit, _proportion(summary.pass_hat_k, summary.pass_hat_k_bound))
+        elif name == "min_worst":
+            claims[name] = (limit, proportion_evidence(
+                ranges.minimum, ranges.group_bounds(), "min",
+                stats.PAIRED_METHOD + f"; every group of {ranges.grouping}"))
+        elif name == "min_median":
+            claims[name] = (limit, median_evidence(ranges.median, ranges.group_bounds()))
+        elif name == "max_spread":
+            diffs, se, df = ranges.pair_differences()
+            claims[name] = (limit, spread_evidence(ranges.spread, diffs, se, df))
+        elif name == "max_std":
+            if summary.std_bound is None:
+                continue
+            claims[name] = (limit, std_evidence(summary.std_bound))
+    return decide_thresholds(claims, decide, summary.confidence, fixed)
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def _proportion(observed: float, bound: stats.ProportionBound | None) -> Evidence:
+    return proportion_evidence(_finite(observed), [bound] if bound is not None else [], "min")

@@ -11,7 +11,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_reliable.space import VALUE_DIMENSIONS
+
 MODES = ("ilr", "fixed")
+POLICIES = ("pass-on-evidence", "fail-on-evidence", "estimate")
+"""How a threshold is decided (SPEC section 11); the first is the default."""
+GROUPINGS = ("formats", "dimensions")
+ORDER_GROUPINGS = ("gold_position", "permutations")
+GROUPABLE_DIMENSIONS = VALUE_DIMENSIONS
+"""Dimension names ``group_by=[...]`` may list (every space has them; undeclared = one value)."""
 
 
 class MarkerArgumentError(ValueError):
@@ -46,6 +54,17 @@ class ReliableSpec:
     max_std: float | None = None
     min_pass_at_k: float | None = None
     min_pass_hat_k: float | None = None
+    decide: str | None = None
+    """One of POLICIES; None = the project default (``--reliable-decide``)."""
+    group_by: str | tuple[str, ...] | None = None
+    """"formats", "dimensions" or dimension names; None = "formats" in fixed, "dimensions" in ilr."""
+    order_group_by: str = "gold_position"
+
+    def grouping(self) -> str | tuple[str, ...]:
+        """The pre-registered grouping of the format range (the mode's default when unset)."""
+        if self.group_by is not None:
+            return self.group_by
+        return "formats" if self.mode == "fixed" else "dimensions"
 
 
 @dataclass(frozen=True)
@@ -150,8 +169,46 @@ def parse_reliable(kwargs: Mapping[str, Any], *, space_exists: Callable[[Any], b
     for name in RELIABLE_THRESHOLDS:
         if values.get(name) is not None:
             values[name] = _unit(marker, name, values[name])
+    if values.get("decide") is not None:
+        values["decide"] = check_policy(marker, "decide", values["decide"])
+    if values.get("group_by") is not None:
+        values["group_by"] = _group_by(marker, values["group_by"])
+    if "order_group_by" in values and values["order_group_by"] not in ORDER_GROUPINGS:
+        raise MarkerArgumentError(
+            marker, "order_group_by", values["order_group_by"],
+            "allowed: " + " or ".join(repr(g) for g in ORDER_GROUPINGS),
+        )
     _check_space(marker, values.get("space"), space_exists)
     return ReliableSpec(**values)
+
+
+def check_policy(marker: str, name: str, value: Any) -> str:
+    """``value`` if it is one of POLICIES, else a `MarkerArgumentError` listing them."""
+    if value not in POLICIES:
+        raise MarkerArgumentError(
+            marker, name, value, "allowed: " + ", ".join(repr(p) for p in POLICIES)
+        )
+    return str(value)
+
+
+def _group_by(marker: str, value: Any) -> str | tuple[str, ...]:
+    allowed = (
+        "allowed: 'formats', 'dimensions' or a list of dimension names ("
+        + ", ".join(GROUPABLE_DIMENSIONS) + ")"
+    )
+    if isinstance(value, str):
+        if value in GROUPINGS:
+            return value
+        raise MarkerArgumentError(marker, "group_by", value, allowed)
+    if not isinstance(value, (list, tuple)) or not value:
+        raise MarkerArgumentError(marker, "group_by", value, allowed)
+    for name in value:
+        if name not in GROUPABLE_DIMENSIONS:
+            raise MarkerArgumentError(
+                marker, "group_by", value,
+                f"{name!r} is not a dimension of the space; " + allowed,
+            )
+    return tuple(dict.fromkeys(value))
 
 
 def parse_checklist(

@@ -253,6 +253,11 @@ OPTIONS = (
     Option("lock-update", "write every declared space to reliable.lock, then run.", kind="bool"),
     Option("full-text", "keep model answers and prompts whole in every report (default: long "
            "texts are cut, saying where and how much).", kind="bool"),
+    Option("plan", "make no model call: print per test the calls it would make and what its "
+           "thresholds can resolve at this size, then exit 0.", kind="bool"),
+    Option("decide", "default policy of thresholds without their own decide=: pass-on-evidence "
+           "(default), fail-on-evidence or estimate.",
+           choices=("pass-on-evidence", "fail-on-evidence", "estimate")),
 )
 
 
@@ -308,7 +313,7 @@ def read_settings(config: pytest.Config) -> tuple[Settings, dict[str, Any]]:
     raw = {option.name: option_value(config, option) for option in OPTIONS}
     settings = Settings(rootdir=config.rootpath)
     for name in ("n", "pilot-n", "concurrency", "max-retries", "timeout", "record", "model",
-                 "base-url", "reference-model", "api-key-env"):
+                 "base-url", "reference-model", "api-key-env", "decide"):
         if raw[name] is not None:
             setattr(settings, name.replace("-", "_"), raw[name])
     if raw["budget"] is not None:
@@ -407,6 +412,7 @@ class ReliableState:
         self._progress_shown = False
         self.lock_path = config.rootpath / "reliable.lock"
         self.lock_mode = "update" if raw["lock-update"] else ("check" if raw["lock"] else None)
+        self.planning = bool(raw["plan"])
         if not self.is_worker:
             if self.lock_mode == "update":
                 from pytest_reliable.space import write_lock
@@ -650,7 +656,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", marker_help(kind))
     if config.option.help or getattr(config.option, "markers", False):
         return
-    config.pluginmanager.register(ReliableState(config), STATE_NAME)
+    config.pluginmanager.register(state := ReliableState(config), STATE_NAME)
+    if state.planning:
+        config.pluginmanager.register(PlanHooks(), "reliable-plan")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(), "reliable-xdist")
     _stop_on_sigterm(config)
@@ -683,6 +691,31 @@ def _stop_on_sigterm(config: pytest.Config) -> None:
         config.stash[SIGTERM_KEY] = signal.signal(signal.SIGTERM, _interrupt)
     except ValueError:  # not the main thread (pytest run from a thread): leave it alone
         pass
+
+
+PLAN_PROPERTY = "reliable_plan"
+
+
+class PlanHooks:
+    """``--reliable-plan``: each test body runs up to its evaluate call, which plans instead of
+    calling the model and skips the rest of the test; the plans arrive on the test reports."""
+
+    def __init__(self) -> None:
+        self.plans: list[dict[str, Any]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        self.plans += [value for name, value in report.user_properties if name == PLAN_PROPERTY]
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if hasattr(terminalreporter.config, "workerinput"):
+            return
+        from pytest_reliable.plan_report import TestPlan, format_plans
+
+        terminalreporter.write_sep("=", "reliable plan (no model call made)")
+        for line in format_plans([TestPlan.from_dict(plan) for plan in self.plans]):
+            terminalreporter.write_line(line)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -730,6 +763,11 @@ def pytest_collection_modifyitems(
         from pytest_reliable.space import write_lock
 
         write_lock(state.lock_path, {**state.spaces, **code_spaces})
+    if state.planning:
+        for item in items:
+            if not item.stash.get(SPECS_KEY, None) and "reliable" not in getattr(
+                    item, "fixturenames", ()):
+                item.add_marker(pytest.mark.skip(reason="--reliable-plan runs only reliable tests"))
     if messages:
         message = "\n\n".join(messages)
         if state.is_worker:
@@ -923,9 +961,25 @@ class ReliableFixture:
         self._item.stash[RESULTS_KEY].append(result)
         return result
 
+    def _plan(self, make: Callable[[], Any]) -> None:
+        """Under ``--reliable-plan``: record the plan, make no call, end the test here."""
+        from pytest_reliable.errors import ReliableError
+
+        try:
+            plan = make()
+        except ReliableError as error:
+            pytest.fail(f"{self._item.nodeid}: {error}", pytrace=False)
+        self._item.user_properties.append((PLAN_PROPERTY, plan.as_dict()))
+        pytest.skip(f"planned (--reliable-plan): {plan.calls} model calls, none made")
+
     def evaluate(self, dataset: Any, task: Any, **overrides: Any) -> Any:
         """Run the marker's resamplings plus the canonical pass; returns the report object."""
         spec: ReliableSpec = self._spec("reliable", overrides)
+        if self._state.planning:
+            from pytest_reliable.plan_report import plan_reliable
+
+            self._plan(lambda: plan_reliable(self._state.session, self._item.nodeid, dataset,
+                                             task, spec, self._model))
         return self._run("reliable", lambda: self._state.session.run_reliable(
             self._item.nodeid, dataset, task, spec, self._model))
 
@@ -941,6 +995,11 @@ class ReliableFixture:
 
     def _checklist(self, kind: str, dataset: Any, task: Any, overrides: dict[str, Any]) -> Any:
         spec: ChecklistSpec = self._spec(kind, overrides)
+        if self._state.planning:
+            from pytest_reliable.plan_report import plan_checklist
+
+            self._plan(lambda: plan_checklist(self._state.session, self._item.nodeid, dataset,
+                                              task, spec))
         return self._run(kind, lambda: self._state.session.run_checklist(
             self._item.nodeid, dataset, task, spec, self._model))
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +20,8 @@ from pytest_reliable.cache import BudgetLedger, ResponseCache, check_cache_path
 from pytest_reliable.data import Dataset
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluation import EvaluationSettings, ScoreMatrix, evaluate
-from pytest_reliable.gate import ThresholdCheck
-from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
+from pytest_reliable.gate import DEFAULT_POLICY, reliable_thresholds
+from pytest_reliable.markerspec import ChecklistSpec, ReliableSpec
 from pytest_reliable.models.base import AsyncModel, SamplingParams
 from pytest_reliable.nstar_store import NStarKey, NStarStore
 from pytest_reliable.report.model import ChecklistReport, ReliableReport
@@ -35,7 +34,7 @@ from pytest_reliable.runner import (
 )
 from pytest_reliable.sampling import derive_seed
 from pytest_reliable.space import Space
-from pytest_reliable.summary import summarize
+from pytest_reliable.summary import check_scores, summarize
 
 log = logging.getLogger("pytest_reliable.session")
 
@@ -68,6 +67,8 @@ class Settings:
     store_dir: Path | None = None
     run_id: str = "local"
     """Names this run in the shared budget ledger: the controller's id under pytest-xdist."""
+    decide: str = DEFAULT_POLICY
+    """The project's default policy for thresholds (a marker's ``decide=`` wins)."""
 
     def __post_init__(self) -> None:
         if self.cache_path is None:
@@ -283,10 +284,13 @@ class ReliableSession:
             n = spec.n or (self.settings.n if isinstance(self.settings.n, int) else DEFAULT_N)
             matrix = run(int(n), model)
 
+        check_scores(matrix, task, dataset)
         summary = summarize(
             matrix, space, mode=spec.mode, eps=spec.eps, delta=spec.delta,
             min_cells=spec.min_cells, confidence=spec.confidence,
+            group_by=spec.grouping(), order_group_by=spec.order_group_by,
         )
+        decide = spec.decide or self.settings.decide
         if n_star_override is not None:
             summary.n_star, summary.n_star_reliable, summary.achievable_eps = n_star_override
         if summary.n_star is None:
@@ -304,7 +308,8 @@ class ReliableSession:
             delta=spec.delta,
             summary=summary,
             matrix=matrix,
-            thresholds=reliable_thresholds(spec, summary),
+            thresholds=reliable_thresholds(spec, summary, decide),
+            decide=decide,
             n_star_source=n_star_source,
             pilot_n=pilot_n,
             temperature=float(temperature),
@@ -386,26 +391,3 @@ def checklist_prompt(task: Any, example: dict[str, Any], space: Space | None) ->
     if space is None:
         space = Space.plain()
     return render(space, space.canonical_variant(), example, task, [])
-
-
-def reliable_thresholds(spec: ReliableSpec, summary: Any) -> list[ThresholdCheck]:
-    observed = {
-        "min_score": summary.mean,
-        "min_lower_ci": summary.wilson_low,
-        "min_median": summary.formats.median,
-        "min_worst": summary.formats.minimum,
-        "max_spread": summary.formats.spread,
-        "max_std": summary.std,
-        "min_pass_at_k": summary.pass_at_k,
-        "min_pass_hat_k": summary.pass_hat_k,
-    }
-    checks = []
-    for name, direction in RELIABLE_THRESHOLDS.items():
-        limit = getattr(spec, name)
-        if limit is None:
-            continue
-        value = observed[name]
-        if value is not None and isinstance(value, float) and math.isnan(value):
-            value = None
-        checks.append(ThresholdCheck(name, float(limit), value, direction))  # type: ignore[arg-type]
-    return checks

@@ -30,24 +30,32 @@ from statsmodels.stats.contingency_tables import mcnemar as _sm_mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
 __all__ = [
+    "GroupEffects",
     "McNemarResult",
     "Moments",
     "NStarResult",
     "ORPResult",
     "PairedComparison",
+    "ProportionBound",
     "Ranges",
+    "StdBound",
     "avgp",
     "bootstrap_ci",
+    "clustered_mean",
     "cps",
+    "holm",
     "maxp",
     "mcnemar_exact",
     "min_reliable_n",
     "moments",
+    "noise_floor",
     "orp",
     "paired_comparison",
+    "paired_group_effects",
     "pass_at_k",
     "pass_hat_k",
     "ranges",
+    "sample_std_bound",
     "wilson_interval",
 ]
 
@@ -277,6 +285,318 @@ def bootstrap_ci(
         v = float(statistic(x))
         return v, v
     return low, high
+
+
+# --------------------------------------------------------------------------- clustered bounds
+#
+# Bounds for gates (SPEC section 11). Cells of one instance are correlated, so every standard error
+# here is cluster-robust by instance (Liang-Zeger: the variance of per-instance influence values,
+# Miller 2024, "Adding Error Bars to Evals"). Where the plan samples variants (fixed mode over a
+# space too large to enumerate in n resamplings) the resamplings are a second clustering
+# dimension and their variance is added (the two-way bootstrap's variance, slightly conservative).
+# Means of [0, 1] scores get Wilson's score interval on the Kish effective sample size
+# n_eff = p(1 - p) / se^2, clamped to [clusters, cells], with Student's t quantile on
+# clusters - 1 degrees of freedom: unlike a percentile bootstrap it does not claim certainty when
+# every cell is 1 (or 0). Differences (paired, within instance) use t on their clustered se.
+
+
+def _t(level: float, df: int) -> float:
+    return float(_sps.t.ppf(level, max(int(df), 1)))
+
+
+def _wilson(p: float, n: float, z: float) -> tuple[float, float]:
+    """Wilson's score interval for proportion ``p`` on ``n`` (possibly fractional) trials."""
+    if n <= 0:
+        return 0.0, 1.0
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2.0 * n)) / denom
+    half = z * math.sqrt(max(p * (1.0 - p), 0.0) / n + z2 / (4.0 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass(frozen=True)
+class ProportionBound:
+    """A mean of [0, 1] scores with its clustered standard error.
+
+    One-sided bounds: Wilson's score interval on the effective sample size ``n_eff`` (the Kish
+    design effect from the clustered variance), with Student's t quantile on ``clusters - 1``
+    degrees of freedom. ``n_eff`` is clamped to [``clusters``, ``cells``]: when every score is 1
+    (or 0) the variance says nothing and ``n_eff = clusters`` (one trial per instance); when the
+    variance is 0 at an interior mean, ``n_eff = cells``.
+    """
+
+    estimate: float
+    se: float
+    clusters: int
+    cells: int
+    method: str
+
+    @property
+    def p(self) -> float:
+        return min(1.0, max(0.0, self.estimate))
+
+    @property
+    def n_eff(self) -> float:
+        p, low, high = self.p, float(max(self.clusters, 1)), float(max(self.cells, 1))
+        if p * (1.0 - p) <= 0.0:
+            return low
+        if self.se <= 0.0:
+            return high
+        return min(high, max(low, p * (1.0 - p) / (self.se * self.se)))
+
+    @property
+    def df(self) -> int:
+        return max(self.clusters - 1, 1)
+
+    def lower(self, confidence: float) -> float:
+        """One-sided lower bound at ``confidence``."""
+        return _wilson(self.p, self.n_eff, _t(confidence, self.df))[0]
+
+    def upper(self, confidence: float) -> float:
+        """One-sided upper bound at ``confidence``."""
+        return _wilson(self.p, self.n_eff, _t(confidence, self.df))[1]
+
+    def interval(self, confidence: float) -> tuple[float, float]:
+        """Two-sided interval at ``confidence``."""
+        return _wilson(self.p, self.n_eff, _t(0.5 + confidence / 2.0, self.df))
+
+    def p_below(self, limit: float) -> float:
+        """p-value of "the true mean is >= limit" (small: evidence that it is below), by the
+        score test that Wilson's interval inverts: ``upper(1 - p) == limit``."""
+        return _score_p(self.p, self.n_eff, limit, self.df, below=True)
+
+    def p_above(self, limit: float) -> float:
+        """p-value of "the true mean is <= limit" (small: evidence that it is above)."""
+        return _score_p(self.p, self.n_eff, limit, self.df, below=False)
+
+
+def _score_p(p: float, n: float, limit: float, df: int, *, below: bool) -> float:
+    if limit <= 0.0 or limit >= 1.0:
+        if below:
+            return 1.0 if limit <= 0.0 or p >= 1.0 else 0.0
+        return 1.0 if limit >= 1.0 or p <= 0.0 else 0.0
+    stat = (p - limit) / math.sqrt(limit * (1.0 - limit) / n)
+    return float(_sps.t.cdf(stat, df) if below else _sps.t.sf(stat, df))
+
+
+def _score_matrix(scores: ArrayLike) -> FloatArray:
+    try:
+        s = np.asarray(scores, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError("scores must be a (resamplings, instances) matrix of numbers") from exc
+    if s.ndim == 1:
+        s = s[None, :]
+    if s.ndim != 2 or s.size == 0:
+        raise ValueError("scores must be a non-empty (resamplings, instances) matrix")
+    if not np.isfinite(s).all() or s.min() < 0.0 or s.max() > 1.0:
+        raise ValueError("scores must be finite numbers in [0, 1]")
+    return s
+
+
+def clustered_mean(scores: ArrayLike, *, two_way: bool = False) -> ProportionBound:
+    """The mean of a (resamplings, instances) score matrix with a cluster-robust standard error.
+
+    Clustered by instance: se^2 = var(instance means, ddof=1) / N. ``two_way=True`` (the plan
+    sampled the variants of its resamplings from a larger space) adds var(resampling means,
+    ddof=1) / n, and the clusters for the degrees of freedom and the n_eff floor are then
+    min(n, N). A 1-D input is one row (e.g. per-instance values). Bounds: `ProportionBound`.
+    """
+    s = _score_matrix(scores)
+    n, n_inst = s.shape
+    var = float(np.var(s.mean(axis=0), ddof=1)) / n_inst if n_inst > 1 else 0.0
+    clusters = n_inst
+    method = "clustered by instance; Wilson on effective n, t(N-1)"
+    if two_way:
+        if n > 1:
+            var += float(np.var(s.mean(axis=1), ddof=1)) / n
+        clusters = min(n, n_inst)
+        method = ("two-way clustered (instances and sampled resamplings); Wilson on effective n, "
+                  "t(min(n, N)-1)")
+    return ProportionBound(float(s.mean()), math.sqrt(max(var, 0.0)), clusters, int(s.size),
+                           method)
+
+
+PAIRED_METHOD = "paired within instance, clustered by instance; t(N-1)"
+
+
+@dataclass(frozen=True)
+class GroupEffects:
+    """Group estimates of one labelling of the cells, paired within instance.
+
+    A group's estimate is the overall mean plus the mean over its cells of (score - that
+    instance's mean over all its cells): instance difficulty cancels, so groups that hold
+    different instances are comparable. Standard errors come from per-instance influence values
+    (``psi``, shape (G, N)); a pair's difference uses the difference of their influence values, so
+    it is paired too. Differences carry a continuity term 1/(2N) in their se, so a pair that never
+    differed on N instances is not declared identical.
+    """
+
+    estimates: FloatArray
+    psi: FloatArray
+    cells: npt.NDArray[np.int64]
+    instances: npt.NDArray[np.int64]
+
+    @property
+    def n_instances(self) -> int:
+        return int(self.psi.shape[1])
+
+    def bound(self, g: int) -> ProportionBound:
+        n = self.n_instances
+        se = math.sqrt(float(np.sum(self.psi[g] ** 2)) / (n * (n - 1))) if n > 1 else 0.0
+        return ProportionBound(float(self.estimates[g]), se, int(self.instances[g]),
+                               int(self.cells[g]), PAIRED_METHOD + "; Wilson on effective n")
+
+    def pairs(self) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], FloatArray, FloatArray]:
+        """Every pair (i < j) of populated groups: (i, j, estimate_i - estimate_j, se)."""
+        live = np.flatnonzero(self.cells > 0)
+        a, b = np.triu_indices(live.size, k=1)
+        i, j = live[a], live[b]
+        n = self.n_instances
+        if n < 2 or i.size == 0:
+            empty = np.zeros(0)
+            return i, j, empty, empty
+        gram = self.psi[live] @ self.psi[live].T / (n * (n - 1))
+        var = np.diag(gram)[a] + np.diag(gram)[b] - 2.0 * gram[a, b]
+        se = np.sqrt(np.maximum(var, 0.0) + (0.5 / n) ** 2)
+        return i, j, self.estimates[i] - self.estimates[j], se
+
+    def df(self) -> int:
+        return max(self.n_instances - 1, 1)
+
+
+def paired_group_effects(
+    scores: ArrayLike, labels: ArrayLike, n_groups: int, *, offsets: ArrayLike | None = None
+) -> GroupEffects:
+    """Paired group estimates (see `GroupEffects`) of a (resamplings, instances) score matrix.
+
+    ``labels`` has the same shape and gives each cell's group in 0..n_groups-1, or -1 for a cell
+    in no group (it still counts in its instance's mean). ``offsets`` (same shape), when given,
+    are known effects of another factor subtracted from each cell before the groups are compared
+    (e.g. the correct option's displayed position, so formats do not absorb order effects).
+    """
+    s = _score_matrix(scores)
+    lab = np.asarray(labels, dtype=np.int64)
+    if lab.shape != s.shape:
+        raise ValueError(f"labels must have the shape of scores {s.shape}, got {lab.shape}")
+    n_inst = s.shape[1]
+    groups = _count(n_groups, "n_groups")
+    overall = float(s.mean())
+    if offsets is not None:
+        s = s - np.asarray(offsets, dtype=np.float64)
+    inst_mean = s.mean(axis=0)
+    dev = s - inst_mean
+    inst_mean = inst_mean - inst_mean.mean() + overall
+    mask = lab >= 0
+    flat = (lab * n_inst + np.arange(n_inst)[None, :])[mask]
+    size = groups * n_inst
+    a = np.bincount(flat, weights=dev[mask], minlength=size).reshape(groups, n_inst)
+    c = np.bincount(flat, minlength=size).reshape(groups, n_inst).astype(np.float64)
+    cells = c.sum(axis=1)
+    safe = np.where(cells > 0, cells, 1.0)
+    shift = a.sum(axis=1) / safe
+    psi = (inst_mean - overall)[None, :] + (a - c * shift[:, None]) / (safe[:, None] / n_inst)
+    estimates = np.where(cells > 0, overall + shift, np.nan)
+    return GroupEffects(estimates, psi, cells.astype(np.int64), (c > 0).sum(axis=1))
+
+
+def noise_floor(
+    scores: ArrayLike,
+    labellings: list[tuple[ArrayLike, int]],
+    *,
+    permutations: int = 200,
+    seed: int = 0,
+    offsets: ArrayLike | None = None,
+) -> float:
+    """The mean spread of paired group estimates with group labels permuted within instance.
+
+    What a prompt-insensitive model would show on these cells: each permutation shuffles every
+    instance's scores over its own cells (so labels are permuted within instance), the spread is
+    the largest (max - min) over the labellings' populated groups, and the result is its mean over
+    ``permutations`` seeded permutations. ``offsets``: as in `paired_group_effects`.
+    """
+    s = _score_matrix(scores)
+    if offsets is not None:
+        s = s - np.asarray(offsets, dtype=np.float64)
+    reps = _count(permutations, "permutations", minimum=1)
+    n, n_inst = s.shape
+    dev = s - s.mean(axis=0)
+    shuffled = np.random.default_rng(seed).permuted(
+        np.broadcast_to(dev, (reps, n, n_inst)).copy(), axis=1
+    )
+    flat_shuffled = shuffled.reshape(reps, n * n_inst)
+    spread = np.zeros(reps)
+    for labels, n_groups in labellings:
+        lab = np.asarray(labels, dtype=np.int64).ravel()
+        mask = lab >= 0
+        cells = np.bincount(lab[mask], minlength=n_groups)
+        live = cells > 0
+        if live.sum() < 2:
+            continue
+        if n_groups <= 64:  # a one-hot product is fastest for a few groups
+            onehot = np.zeros((lab.size, n_groups))
+            onehot[np.flatnonzero(mask), lab[mask]] = 1.0
+            sums = flat_shuffled @ onehot
+        else:
+            flat = (np.arange(reps)[:, None] * n_groups + lab[mask][None, :]).ravel()
+            sums = np.bincount(flat, weights=flat_shuffled[:, mask].ravel(),
+                               minlength=reps * n_groups).reshape(reps, n_groups)
+        effects = sums[:, live] / cells[live]
+        spread = np.maximum(spread, effects.max(axis=1) - effects.min(axis=1))
+    return float(spread.mean())
+
+
+@dataclass(frozen=True)
+class StdBound:
+    """The sample standard deviation (ddof=1) of ``n`` values with chi-square bounds (normal
+    theory: (n - 1) s^2 / sigma^2 ~ chi2(n - 1))."""
+
+    std: float
+    n: int
+    method: str = "sample std (ddof=1), chi-square bound"
+
+    def upper(self, confidence: float) -> float:
+        if self.n < 2:
+            return math.inf
+        return math.sqrt((self.n - 1) * self.std**2 / float(_sps.chi2.ppf(1.0 - confidence,
+                                                                          self.n - 1)))
+
+    def lower(self, confidence: float) -> float:
+        if self.n < 2:
+            return 0.0
+        return math.sqrt((self.n - 1) * self.std**2 / float(_sps.chi2.ppf(confidence,
+                                                                          self.n - 1)))
+
+    def p_above(self, limit: float) -> float:
+        """p-value of "sigma <= limit" (small: evidence that sigma is above the limit)."""
+        if self.n < 2:
+            return 1.0
+        if limit <= 0.0:
+            return 0.0 if self.std > 0.0 else 1.0
+        return float(_sps.chi2.sf((self.n - 1) * self.std**2 / limit**2, self.n - 1))
+
+
+def sample_std_bound(values: ArrayLike) -> StdBound:
+    """`StdBound` of ``values`` (one score per resampling)."""
+    x = _scores(values, "values")
+    std = float(np.std(x, ddof=1)) if x.size > 1 else 0.0
+    return StdBound(std, int(x.size))
+
+
+def holm(pvalues: ArrayLike, alpha: float) -> tuple[npt.NDArray[np.bool_], FloatArray]:
+    """Holm's step-down procedure: which hypotheses are rejected at family-wise level ``alpha``,
+    and the level each hypothesis was compared with (alpha / (m - rank), rank 0 = smallest p)."""
+    p = np.asarray(pvalues, dtype=np.float64).ravel()
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    levels_sorted = alpha / (m - np.arange(m))
+    ok = p[order] <= levels_sorted
+    stop = int(np.argmin(ok)) if not ok.all() else m
+    reject = np.zeros(m, dtype=bool)
+    reject[order[:stop]] = True
+    levels = np.empty(m)
+    levels[order] = levels_sorted
+    return reject, levels
 
 
 # --------------------------------------------------------------------------- multi-prompt metrics

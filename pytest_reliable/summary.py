@@ -1,39 +1,80 @@
-"""Score matrix -> the numbers a report shows (SPEC section 8). Pure functions, no I/O.
+"""Score matrix -> the numbers a report shows and the evidence a gate decides on (SPEC 8, 11).
 
-The groupings:
-- formats: a format is a variant's values on the format dimensions. In ``fixed`` mode each
-  resampling is one format and a format used by several resamplings scores their mean. In ``ilr``
-  mode a format scores the mean of the cells rendered in it; min/median/max use the formats with at
-  least ``min_cells`` cells when there are at least 5 of them, otherwise the per-dimension marginals
-  of the dimensions with two or more values (``grouping: "dimensions"``).
-- orders: by displayed position permutation when at least 5 permutations have ``min_cells`` cells,
-  otherwise by the displayed position of the correct option (``grouping: "gold_position"``).
+Pure functions, no I/O, no pytest.
+
+Ranges are taken over a grouping pre-registered by the marker (never switched on cell counts):
+
+- ``"formats"``: a format is a variant's values on the format dimensions (the default in fixed
+  mode, where each resampling is one format).
+- ``"dimensions"``: each value of each dimension with two or more values (the default in ilr
+  mode); ``"dimensions:a,b"`` for the values of the listed dimensions only. The spread is the
+  largest range within one dimension; the worst is the worst value over the listed dimensions.
+- orders: ``"gold_position"`` (the displayed position of the correct option, the default) or
+  ``"permutations"``.
+
+Every group's estimate is paired within instance (`stats.paired_group_effects`): instance
+difficulty cancels, so a model whose answers never depend on the prompt shows no spread. Every
+range carries its ``noise_floor`` (`stats.noise_floor`) and every group its interval (``low``,
+``high``, clustered by instance) and ``thin`` (fewer than ``min_cells`` cells).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from pytest_reliable import stats
-from pytest_reliable.evaluation import CellResult, ScoreMatrix
-from pytest_reliable.space import Space
+from pytest_reliable.errors import ReliableError
+from pytest_reliable.evaluation import CANONICAL, CellResult, ScoreMatrix
+from pytest_reliable.sampling import n_listed_units
+from pytest_reliable.space import PERMUTE_LISTED_MAX, Space
 
-MIN_GROUPS = 5
-"""Groups with ``min_cells`` cells needed before a range is taken over groups themselves."""
+NOISE_PERMUTATIONS = 200
+"""Seeded within-instance label permutations behind every ``noise_floor``."""
+
+
+class ScoreRangeError(ReliableError):
+    """A grader returned a score outside [0, 1] (or not a number)."""
+
+
+def check_scores(matrix: ScoreMatrix, task: Any, dataset: Sequence[Any] | None = None) -> None:
+    """Raise `ScoreRangeError` naming the task, the instance and the value of the first cell
+    whose score is not a number in [0, 1]."""
+    for cell in matrix.cells:
+        score = cell.score
+        if isinstance(score, (int, float)) and math.isfinite(score) and 0.0 <= score <= 1.0:
+            continue
+        where = "the canonical pass" if cell.resampling == CANONICAL else (
+            f"resampling {cell.resampling}")
+        record = ""
+        if dataset is not None and 0 <= cell.instance < len(dataset):
+            text = str(dataset[cell.instance])
+            record = f" {text[:80] + '...' if len(text) > 80 else text}"
+        raise ScoreRangeError(
+            f"{task!r}: the grader returned score {score!r} for instance "
+            f"{cell.instance}{record} ({where}); scores must be numbers in [0, 1]. Fix the grader "
+            "(e.g. 1.0 right, 0.0 wrong, or a fraction of credit)."
+        )
 
 
 @dataclass
 class Group:
-    """Cells that share a key (a format, a dimension value, an order)."""
+    """Cells that share a key (a format, a dimension value, an order), with their paired estimate."""
 
     key: str
     description: str
     scores: list[float] = field(default_factory=list)
     example: CellResult | None = None
+    estimate: float | None = None
+    """Paired within instance; None until estimated (then `score` is the raw mean)."""
+    low: float | None = None
+    high: float | None = None
+    thin: bool = False
+    bound: stats.ProportionBound | None = None
 
     @property
     def cells(self) -> int:
@@ -41,37 +82,35 @@ class Group:
 
     @property
     def score(self) -> float:
+        if self.estimate is not None:
+            return self.estimate
         return float(np.mean(self.scores)) if self.scores else float("nan")
 
-    @property
-    def binary(self) -> bool:
-        return bool(self.scores) and all(s in (0.0, 1.0) for s in self.scores)
-
-    def as_dict(self, low: float | None = None, high: float | None = None) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "score": self.score,
             "cells": self.cells,
-            "wilson_low": low,
-            "wilson_high": high,
+            "low": self.low,
+            "high": self.high,
+            "thin": self.thin,
             "description": self.description,
         }
 
 
-def groups_as_dict(groups: dict[str, Group], confidence: float) -> dict[str, dict[str, Any]]:
-    """Per-group JSON, with Wilson intervals for 0/1 scores computed in one vectorised call."""
-    binary = [g for g in groups.values() if g.binary]
-    intervals: dict[str, tuple[float, float]] = {}
-    if binary:
-        lows, highs = stats.wilson_intervals(
-            [sum(g.scores) for g in binary], [g.cells for g in binary], confidence
-        )
-        intervals = {g.key: (float(lo), float(hi)) for g, lo, hi in zip(binary, lows, highs)}
-    return {key: g.as_dict(*intervals.get(key, (None, None))) for key, g in groups.items()}
+@dataclass
+class Labelling:
+    """One way of labelling the resampling cells: its groups (in label order) and their effects."""
+
+    name: str
+    groups: list[Group]
+    labels: np.ndarray
+    """(n, N) group index per cell, -1 for a cell in no group."""
+    effects: stats.GroupEffects | None = None
 
 
 @dataclass
 class RangeSummary:
-    """min / median / max over groups, with the grouping used and the worst group."""
+    """min / median / max over the groups of a pre-registered grouping, with the evidence."""
 
     minimum: float | None
     median: float | None
@@ -79,111 +118,221 @@ class RangeSummary:
     grouping: str
     groups: dict[str, Group]
     worst: Group | None
+    spread_value: float | None = None
+    noise_floor: float | None = None
+    labellings: list[Labelling] = field(default_factory=list)
 
     @property
     def spread(self) -> float | None:
-        if self.minimum is None or self.maximum is None:
-            return None
-        return self.maximum - self.minimum
+        """The largest range within one labelling (one dimension, or the formats)."""
+        return self.spread_value
 
-    def as_dict(self, confidence: float) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "min": self.minimum,
             "median": self.median,
             "max": self.maximum,
             "grouping": self.grouping,
-            "per_variant": groups_as_dict(self.groups, confidence),
+            "per_variant": {key: g.as_dict() for key, g in self.groups.items()},
+            "noise_floor": self.noise_floor,
         }
 
+    def group_bounds(self) -> list[stats.ProportionBound]:
+        return [g.bound for g in self.groups.values() if g.bound is not None]
 
-def group_cells(
-    cells: Iterable[CellResult],
-    key: Callable[[CellResult], Hashable],
+    def pair_differences(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """Every within-labelling pair's paired difference and se (for ``max_spread``)."""
+        diffs, ses, df = [], [], 1
+        for labelling in self.labellings:
+            if labelling.effects is None:
+                continue
+            _, _, d, se = labelling.effects.pairs()
+            diffs.append(d)
+            ses.append(se)
+            df = labelling.effects.df()
+        if not diffs:
+            return np.zeros(0), np.zeros(0), df
+        return np.concatenate(diffs), np.concatenate(ses), df
+
+
+def label_cells(
+    cells: Sequence[CellResult],
+    shape: tuple[int, int],
+    key: Callable[[CellResult], str | None],
     describe: Callable[[CellResult], str],
-) -> dict[str, Group]:
-    groups: dict[str, Group] = {}
+    name: str = "",
+) -> Labelling:
+    """Group resampling cells by ``key`` (None = in no group), groups in first-seen order."""
+    labels = np.full(shape, -1, dtype=np.int64)
+    index: dict[str, int] = {}
+    groups: list[Group] = []
     for cell in cells:
-        name = str(key(cell))
-        group = groups.get(name)
-        if group is None:
-            group = groups[name] = Group(name, describe(cell), example=cell)
-        group.scores.append(cell.score)
-    return groups
+        k = key(cell)
+        if k is None:
+            continue
+        g = index.get(k)
+        if g is None:
+            g = index[k] = len(groups)
+            groups.append(Group(k, describe(cell), example=cell))
+        groups[g].scores.append(cell.score)
+        labels[cell.resampling, cell.instance] = g
+    return Labelling(name, groups, labels)
 
 
-def _range(groups: list[Group], grouping: str, all_groups: dict[str, Group]) -> RangeSummary:
+def estimate_labelling(
+    scores: np.ndarray, labelling: Labelling, confidence: float, min_cells: int,
+    offsets: np.ndarray | None = None,
+) -> None:
+    """Paired estimates, intervals and ``thin`` flags for every group of ``labelling``
+    (``offsets``: known effects subtracted first, see `stats.paired_group_effects`)."""
+    if not labelling.groups:
+        return
+    effects = stats.paired_group_effects(scores, labelling.labels, len(labelling.groups),
+                                         offsets=offsets)
+    labelling.effects = effects
+    for g, group in enumerate(labelling.groups):
+        bound = effects.bound(g)
+        group.bound = bound
+        group.estimate = bound.p
+        group.low, group.high = bound.interval(confidence)
+        group.thin = group.cells < min_cells
+
+
+def _range(
+    grouping: str, labellings: list[Labelling], scores: np.ndarray,
+    offsets: np.ndarray | None = None,
+) -> RangeSummary:
+    groups = [g for labelling in labellings for g in labelling.groups]
+    keyed = {_group_key(labelling, g, len(labellings)): g
+             for labelling in labellings for g in labelling.groups}
     if not groups:
-        return RangeSummary(None, None, None, grouping, all_groups, None)
+        return RangeSummary(None, None, None, grouping, keyed, None, labellings=labellings)
     values = np.array([g.score for g in groups])
     worst = groups[int(np.argmin(values))]
+    spread = max(
+        (max(g.score for g in lab.groups) - min(g.score for g in lab.groups))
+        for lab in labellings if lab.groups
+    )
+    floor = stats.noise_floor(
+        scores, [(lab.labels, len(lab.groups)) for lab in labellings if lab.groups],
+        permutations=NOISE_PERMUTATIONS, seed=0, offsets=offsets,
+    )
     return RangeSummary(
-        float(values.min()), float(np.median(values)), float(values.max()), grouping, all_groups,
-        worst,
+        float(values.min()), float(np.median(values)), float(values.max()), grouping, keyed,
+        worst, spread_value=float(spread), noise_floor=floor, labellings=labellings,
     )
 
 
-def dimension_marginals(space: Space, cells: list[CellResult]) -> dict[str, dict[str, Group]]:
-    """Per dimension, per value (as displayed), the cells rendered with that value."""
-    marginals: dict[str, dict[str, Group]] = {}
-    for dim in space.variant_dimensions:
-        marginals[dim] = group_cells(
-            cells, key=_value_of(space, dim), describe=_labelled_value_of(space, dim)
-        )
-    return marginals
+def _group_key(labelling: Labelling, group: Group, n_labellings: int) -> str:
+    return f"{labelling.name}={group.key}" if n_labellings > 1 or labelling.name else group.key
 
 
-def _value_of(space: Space, dim: str) -> Callable[[CellResult], str]:
-    return lambda cell: space.display_value(dim, cell.variant.value(dim))
+def _display(space: Space, dim: str) -> Callable[[CellResult], str]:
+    shown: dict[Any, str] = {}  # raw value -> its display (thousands of cells, a few values)
+
+    def key(cell: CellResult) -> str:
+        raw = cell.variant.value(dim)
+        found = shown.get(raw)
+        if found is None:
+            found = shown[raw] = space.display_value(dim, raw)
+        return found
+
+    return key
 
 
-def _labelled_value_of(space: Space, dim: str) -> Callable[[CellResult], str]:
+def _labelled(space: Space, dim: str) -> Callable[[CellResult], str]:
     return lambda cell: f"{dim}={space.display_value(dim, cell.variant.value(dim))}"
 
 
+def dimension_labellings(
+    space: Space, cells: Sequence[CellResult], shape: tuple[int, int]
+) -> dict[str, Labelling]:
+    """Per dimension, its values as groups (every dimension, for the ``dimensions`` marginals)."""
+    return {
+        dim: label_cells(cells, shape, _display(space, dim), _labelled(space, dim), name=dim)
+        for dim in space.variant_dimensions
+    }
+
+
 def format_range(
-    space: Space, matrix: ScoreMatrix, mode: str, min_cells: int,
-    marginals: dict[str, dict[str, Group]],
+    space: Space,
+    matrix: ScoreMatrix,
+    grouping: str | tuple[str, ...],
+    dimensions: dict[str, Labelling],
+    offsets: np.ndarray | None = None,
 ) -> RangeSummary:
-    cells = matrix.resampling_cells()
-    formats = group_cells(cells, key=lambda c: c.variant.format_key, describe=_describe_format)
-    if mode == "fixed":
-        # One format per resampling: a format's score is the mean of its resamplings' scores,
-        # which equals the mean of its cells because every resampling has the same N cells.
-        return _range(list(formats.values()), "formats", formats)
-    populated = [g for g in formats.values() if g.cells >= min_cells]
-    if len(populated) >= MIN_GROUPS:
-        return _range(populated, "formats", formats)
-    value_groups = [
-        group
-        for dim, values in marginals.items()
-        if len(space.dimensions[dim]) >= 2
-        for group in values.values()
-    ]
-    return _range(value_groups, "dimensions", formats)
-
-
-def order_range(matrix: ScoreMatrix, min_cells: int) -> RangeSummary:
-    cells = matrix.resampling_cells()
-    permutations = group_cells(
-        cells,
-        key=lambda c: ",".join(str(j) for j in c.prompt.displayed) or "-",
-        describe=lambda c: "options shown in original order "
-        + ",".join(str(j + 1) for j in c.prompt.displayed),
+    """The format range over the pre-registered ``grouping`` (estimated labellings expected in
+    ``dimensions``; a formats labelling is built and must be estimated by the caller)."""
+    if grouping == "formats":
+        raise ValueError("format_range: use formats_labelling for the formats grouping")
+    names = (
+        [d for d in space.variant_dimensions if len(space.dimensions[d]) >= 2]
+        if grouping == "dimensions" else list(grouping)
     )
-    populated = [g for g in permutations.values() if g.cells >= min_cells]
-    if len(populated) >= MIN_GROUPS:
-        return _range(populated, "permutations", permutations)
-    positions = group_cells(
-        (c for c in cells if c.prompt.gold_position is not None),
-        key=lambda c: int(c.prompt.gold_position or 0) + 1,
-        describe=lambda c: f"correct option shown at position {int(c.prompt.gold_position or 0) + 1}",
+    label = "dimensions" if grouping == "dimensions" else "dimensions:" + ",".join(names)
+    return _range(label, [dimensions[d] for d in names], matrix.scores, offsets)
+
+
+def formats_labelling(matrix: ScoreMatrix, cells: Sequence[CellResult]) -> Labelling:
+    return label_cells(cells, matrix.scores.shape, lambda c: c.variant.format_key,
+                       lambda c: c.variant.describe())
+
+
+def orders_labelling(
+    matrix: ScoreMatrix, cells: Sequence[CellResult], grouping: str
+) -> Labelling:
+    shape = matrix.scores.shape
+    if grouping == "permutations":
+        return label_cells(
+            cells, shape, lambda c: ",".join(str(j) for j in c.prompt.displayed) or "-",
+            lambda c: "options shown in original order "
+            + ",".join(str(j + 1) for j in c.prompt.displayed),
+        )
+    labelling = label_cells(
+        cells, shape,
+        lambda c: None if c.prompt.gold_position is None else str(c.prompt.gold_position + 1),
+        lambda c: f"correct option shown at position {int(c.prompt.gold_position or 0) + 1}",
     )
-    ordered = dict(sorted(positions.items(), key=lambda kv: int(kv[0])))
-    return _range(list(ordered.values()), "gold_position", ordered)
+    # Positions in their natural order (labels renumbered accordingly).
+    order = sorted(range(len(labelling.groups)), key=lambda g: int(labelling.groups[g].key))
+    remap = np.empty(len(order) + 1, dtype=np.int64)
+    remap[-1] = -1
+    for new, old in enumerate(order):
+        remap[old] = new
+    labelling.labels = remap[labelling.labels]
+    labelling.groups = [labelling.groups[g] for g in order]
+    return labelling
 
 
-def _describe_format(cell: CellResult) -> str:
-    return cell.variant.describe()
+def order_offsets(
+    matrix: ScoreMatrix, cells: Sequence[CellResult], space: Space, mode: str, confidence: float,
+) -> np.ndarray | None:
+    """Per cell, the paired effect of the correct option's displayed position, in fixed mode with
+    permuted orders (None elsewhere).
+
+    A fixed-mode resampling shows one order permutation to every instance, so a position-biased
+    model would make that resampling's format look better or worse than it is; subtracting the
+    position effect before formats are compared keeps format estimates free of order effects.
+    In ilr every cell draws its own order, independently of its format: nothing to adjust.
+    """
+    if mode != "fixed" or space.option_order != "permute":
+        return None
+    gold = orders_labelling(matrix, cells, "gold_position")
+    if len(gold.groups) < 2:
+        return None
+    effects = stats.paired_group_effects(matrix.scores, gold.labels, len(gold.groups))
+    shift = np.append(effects.estimates - matrix.scores.mean(), 0.0)  # label -1: no shift
+    return np.asarray(shift[gold.labels], dtype=np.float64)
+
+
+def variants_sampled(space: Space, matrix: ScoreMatrix, mode: str) -> bool:
+    """Whether a fixed-mode plan sampled its resamplings' variants from a space it could not
+    enumerate in n resamplings (then the resamplings add variant-sampling error)."""
+    if mode != "fixed":
+        return False
+    n_options = max((len(c.prompt.displayed) for c in matrix.cells), default=0)
+    units = n_listed_units(space, n_options or PERMUTE_LISTED_MAX)
+    return units is None or matrix.n_resamplings < units
 
 
 @dataclass
@@ -209,6 +358,11 @@ class Summary:
     achievable_eps: float | None
     unparsed: int
     confidence: float
+    interval_method: str = "wilson"
+    mean_bound: stats.ProportionBound | None = None
+    std_bound: stats.StdBound | None = None
+    pass_at_k_bound: stats.ProportionBound | None = None
+    pass_hat_k_bound: stats.ProportionBound | None = None
 
     def fields(self) -> dict[str, Any]:
         """The report fields of SPEC section 8 that come from the score matrix."""
@@ -221,9 +375,10 @@ class Summary:
                 "wilson_low": self.wilson_low,
                 "wilson_high": self.wilson_high,
                 "n": self.canonical_n,
+                "interval_method": self.interval_method,
             },
-            "formats": self.formats.as_dict(self.confidence),
-            "orders": self.orders.as_dict(self.confidence),
+            "formats": self.formats.as_dict(),
+            "orders": self.orders.as_dict(),
             "dimensions": self.dimensions,
             "pass_at_1": self.pass_at_1,
             "pass_at_k": self.pass_at_k,
@@ -245,23 +400,47 @@ def summarize(
     delta: float,
     min_cells: int = 20,
     confidence: float = 0.95,
+    group_by: str | tuple[str, ...] | None = None,
+    order_group_by: str = "gold_position",
 ) -> Summary:
+    """``group_by`` None = the mode's default ("formats" in fixed, "dimensions" in ilr)."""
+    grouping = group_by if group_by is not None else ("formats" if mode == "fixed" else "dimensions")
+    scores = matrix.scores
     per_resampling = matrix.resampling_scores()
     moments = stats.moments(per_resampling)
     k, n_instances = matrix.canonical_scores.shape
     first = matrix.canonical_scores[0]
-    low, high = stats.wilson_interval(round(first.sum()), n_instances, confidence)
+    if np.isin(first, (0.0, 1.0)).all():
+        low, high = stats.wilson_interval(round(first.sum()), n_instances, confidence)
+        interval_method = "wilson"
+    else:
+        low, high = stats.clustered_mean(first).interval(confidence)
+        interval_method = "clustered (Wilson on effective n; scores not all 0/1)"
     successes = np.rint(matrix.canonical_scores.sum(axis=0)).astype(int)
-    at_1 = float(np.mean([stats.pass_at_k(k, int(c), 1) for c in successes]))
-    at_k = float(np.mean([stats.pass_at_k(k, int(c), k) for c in successes]))
-    hat_k = float(np.mean([stats.pass_hat_k(k, int(c), k) for c in successes]))
+    at_k_each = np.array([stats.pass_at_k(k, int(c), k) for c in successes])
+    hat_k_each = np.array([stats.pass_hat_k(k, int(c), k) for c in successes])
+    at_1 = float(matrix.canonical_scores.mean())
     n_star = reliable = achievable = None
     if matrix.n_resamplings >= 2:
         result = stats.min_reliable_n(per_resampling, eps=eps, delta=delta)
         n_star, reliable, achievable = (
             int(result.n_star), bool(result.reliable), float(result.achievable_eps)
         )
-    marginals = dimension_marginals(space, matrix.resampling_cells())
+    cells = matrix.resampling_cells()
+    shape = (matrix.n_resamplings, matrix.n_instances)
+    orders_lab = orders_labelling(matrix, cells, order_group_by)
+    estimate_labelling(scores, orders_lab, confidence, min_cells)
+    orders = _range(order_group_by, [orders_lab], scores)
+    offsets = order_offsets(matrix, cells, space, mode, confidence)
+    dims = dimension_labellings(space, cells, shape)
+    for labelling in dims.values():
+        estimate_labelling(scores, labelling, confidence, min_cells, offsets)
+    if grouping == "formats":
+        formats_lab = formats_labelling(matrix, cells)
+        estimate_labelling(scores, formats_lab, confidence, min_cells, offsets)
+        formats = _range("formats", [formats_lab], scores, offsets)
+    else:
+        formats = format_range(space, matrix, grouping, dims, offsets)
     unparsed = int((~matrix.parsed).sum() + (~matrix.canonical_parsed).sum())
     return Summary(
         n_resamplings=matrix.n_resamplings,
@@ -271,19 +450,25 @@ def summarize(
         wilson_low=float(low),
         wilson_high=float(high),
         canonical_n=n_instances,
-        formats=format_range(space, matrix, mode, min_cells, marginals),
-        orders=order_range(matrix, min_cells),
+        formats=formats,
+        orders=orders,
         dimensions={
-            dim: {value: group.score for value, group in values.items()}
-            for dim, values in marginals.items()
+            dim: {g.key: g.score for g in labelling.groups} for dim, labelling in dims.items()
         },
         pass_at_1=at_1,
-        pass_at_k=at_k,
-        pass_hat_k=hat_k,
+        pass_at_k=float(at_k_each.mean()),
+        pass_hat_k=float(hat_k_each.mean()),
         k=k,
         n_star=n_star,
         n_star_reliable=reliable,
         achievable_eps=achievable,
         unparsed=unparsed,
         confidence=confidence,
+        interval_method=interval_method,
+        mean_bound=stats.clustered_mean(
+            scores, two_way=variants_sampled(space, matrix, mode)
+        ) if scores.size else None,
+        std_bound=stats.sample_std_bound(per_resampling) if per_resampling.size else None,
+        pass_at_k_bound=stats.clustered_mean(at_k_each),
+        pass_hat_k_bound=stats.clustered_mean(hat_k_each),
     )

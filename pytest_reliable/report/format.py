@@ -87,6 +87,32 @@ def _calls_cell(entry: dict[str, Any]) -> str:
     return f"{calls.get('made', 0)}/{calls.get('cached', 0)}"
 
 
+def _canonical_cell(entry: dict[str, Any], level_shown: bool = False) -> str:
+    cell = interval_cell(get(entry, "canonical", "score"), get(entry, "canonical", "wilson_low"),
+                         get(entry, "canonical", "wilson_high"))
+    if level_shown and isinstance(entry.get("confidence"), float) and cell != MISSING:
+        cell += f" {_percent(entry['confidence'])}"
+    return cell
+
+
+def _percent(level: float) -> str:
+    return f"{100 * level:.4g}%"
+
+
+def reliable_columns(entries: list[dict[str, Any]],
+                     columns: list[Column] | None = None) -> list[Column]:
+    """``columns`` (default RELIABLE_COLUMNS) with the canonical interval's level in its header:
+    the tests' confidence when they share one, else "CI" and each cell names its own level."""
+    levels = {entry.get("confidence") for entry in entries}
+    level = levels.pop() if len(levels) == 1 else None
+    if isinstance(level, float):
+        canonical = Column(f"canonical [{_percent(level)} CI]", _canonical_cell, keep=True)
+    else:
+        canonical = Column("canonical [CI]", lambda e: _canonical_cell(e, True), keep=True)
+    return [canonical if c.header == "canonical [95% CI]" else c
+            for c in (RELIABLE_COLUMNS if columns is None else columns)]
+
+
 def _text_cell(key: str) -> Callable[[dict[str, Any]], str]:
     return lambda entry: MISSING if entry.get(key) is None else str(entry.get(key))
 
@@ -95,9 +121,7 @@ RELIABLE_COLUMNS: list[Column] = [
     Column("n", _text_cell("n_resamplings")),
     Column("mode", _text_cell("mode")),
     Column("mean±sd", _mean_cell, keep=True),
-    Column("canonical [95% CI]", lambda e: interval_cell(
-        get(e, "canonical", "score"), get(e, "canonical", "wilson_low"),
-        get(e, "canonical", "wilson_high")), keep=True),
+    Column("canonical [95% CI]", lambda e: _canonical_cell(e), keep=True),
     Column("formats min/med/max", lambda e: spread_cell(e.get("formats")), keep=True),
     Column("orders min/med/max", lambda e: spread_cell(e.get("orders"))),
     Column("pass@1/@k/^k", _passes_cell),
@@ -151,6 +175,16 @@ def not_reliable_notes(entries: list[dict[str, Any]], names: dict[str, str]) -> 
                 f"(eps={entry.get('eps')}, delta={entry.get('delta')}); they vouch for "
                 f"eps={num(entry.get('achievable_eps'), 4)}"
             )
+    return notes
+
+
+def reliable_notes(entries: list[dict[str, Any]], names: dict[str, str]) -> list[str]:
+    """Notes under the table: n* not reliable, then each test's own notes (k at temperature 0,
+    decide='estimate', ...)."""
+    notes = not_reliable_notes(entries, names)
+    for entry in entries:
+        name = names.get(entry.get("nodeid", ""), entry.get("nodeid"))
+        notes += [f"! {name}: {note}" for note in entry.get("notes") or []]
     return notes
 
 

@@ -8,12 +8,12 @@ from typing import Any
 
 from pytest_reliable.report.format import (
     CHECKLIST_HEADER,
-    RELIABLE_COLUMNS,
     Column,
     checklist_row,
     cut_message,
     header,
-    not_reliable_notes,
+    reliable_columns,
+    reliable_notes,
     row,
     short_nodeids,
 )
@@ -50,10 +50,10 @@ def markdown_summary(report: dict[str, Any], columns: list[Column] | None = None
     reliable = [e for e in entries if e.get("kind") == "reliable"]
     checklist = [e for e in entries if e.get("kind") in ("invariance", "directional", "mft")]
     if reliable:
-        columns = RELIABLE_COLUMNS if columns is None else columns
+        columns = reliable_columns(reliable, columns)
         lines += _table(header(columns), [row(e, names[str(e.get("nodeid", "?"))], columns)
                                           for e in reliable])
-        lines += [""] + [f"{note}  " for note in not_reliable_notes(reliable, names)]
+        lines += [""] + [f"{note}  " for note in reliable_notes(reliable, names)]
     if checklist:
         lines += [""] + _table(CHECKLIST_HEADER, [checklist_row(e, names[str(e.get("nodeid", "?"))])
                                                   for e in checklist])

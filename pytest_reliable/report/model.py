@@ -18,6 +18,16 @@ from pytest_reliable.space import Space
 from pytest_reliable.summary import Summary
 
 PROMPT_SHOWN_CHARS = 1500
+RANGE_THRESHOLDS = ("min_worst", "max_spread", "min_median")
+STATISTICS = (
+    "mean", "std", "canonical", "formats", "orders", "dimensions", "pass_at_1", "pass_at_k",
+    "pass_hat_k", "n_star", "n_star_reliable", "achievable_eps",
+)
+"""Entry fields that are nulled when the test's calls did not all complete (verdict error)."""
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def render_messages(messages: Any) -> str:
@@ -45,6 +55,8 @@ class ReliableReport:
     calls_cached: int
     problems: list[str] = field(default_factory=list)
     prompt_tokens: dict[str, int] = field(default_factory=dict)  # prompt_tokens_sent/_evaluated
+    decide: str | None = None
+    """The policy the thresholds were decided under (SPEC section 11)."""
     fields: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -73,6 +85,8 @@ class ReliableReport:
             "key": worst.key,
             "grouping": self.summary.formats.grouping,
             "score": worst.score,
+            "low": worst.low,
+            "high": worst.high,
             "description": worst.description,
             "prompt": render_messages(worst.example.prompt.messages),
             "answer": worst.example.text,
@@ -82,22 +96,42 @@ class ReliableReport:
         lines = [f"reliable gate failed for {self.nodeid} (model {self.model})"]
         for problem in _unique(self.problems)[:5]:
             lines.append(f"  not evaluated: {problem}")
+        if self.problems:
+            lines.append("  no statistics: a missing answer is never scored as a wrong one")
+            return "\n".join(lines)
         grouping = self.summary.formats.grouping
         for check in self.failed_thresholds:
-            where = f" (grouping: {grouping})" if check.name in ("min_worst", "max_spread",
-                                                                 "min_median") else ""
+            where = f" (grouping: {grouping})" if check.name in RANGE_THRESHOLDS else ""
             lines.append(f"  {check.describe()}{where}")
+        if self.failed_thresholds and self.decide == "estimate":
+            lines.append("  decided on point estimates (decide='estimate'): no error control")
         worst = self.worst_variant()
         if worst is not None and self.failed_thresholds:
+            interval = ""
+            if worst.get("low") is not None and worst.get("high") is not None:
+                interval = f" [{worst['low']:.3f}, {worst['high']:.3f}]"
             lines.append(
                 f"  worst {worst['grouping']} group: {worst['description']} "
-                f"scored {worst['score']:.3f}"
+                f"scored {worst['score']:.3f}{interval} (paired within instance; noise floor "
+                f"of the range {_num(self.summary.formats.noise_floor)})"
             )
             prompt = cut_text(worst["prompt"], PROMPT_SHOWN_CHARS)
             lines.append("  its rendered prompt for one instance:")
             lines.extend("    " + line for line in prompt.splitlines())
             lines.append(f"  the model answered: {cut_text(str(worst['answer']), LINE_LIMIT)!r}")
         return "\n".join(lines)
+
+    def notes(self) -> list[str]:
+        """Things a reader of the numbers must know (shown under the summary table)."""
+        notes = []
+        if self.summary.k > 1 and self.temperature == 0.0:
+            notes.append(
+                f"k={self.summary.k} at temperature 0: the k samples are the same answer, so "
+                "pass^k = pass@k = pass@1; set temperature= to the production temperature"
+            )
+        if self.decide == "estimate" and self.thresholds:
+            notes.append("decide='estimate': thresholds compare point estimates, no error control")
+        return notes
 
     def entry(self, verdict: str) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -115,10 +149,22 @@ class ReliableReport:
             "n_star_source": self.n_star_source,
             "pilot_n": self.pilot_n,
             "calls": {"made": self.calls_made, "cached": self.calls_cached, **self.prompt_tokens},
+            "decide": self.decide,
+            "confidence": self.summary.confidence,
             "thresholds": [check.as_dict() for check in self.thresholds],
             "worst_variant": self.worst_variant(),
+            "notes": self.notes(),
             "message": None if self.passed else self.failure_message(),
         }
+        if verdict == "error":
+            # Not every call completed: no statistics (a missing answer is not a wrong one).
+            for name in STATISTICS:
+                data[name] = None
+            data["thresholds"] = [
+                {**check.as_dict(), "observed": None, "bound": None, "passed": False}
+                for check in self.thresholds
+            ]
+            data["worst_variant"] = None
         return json_safe(data)
 
 

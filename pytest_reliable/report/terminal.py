@@ -8,12 +8,12 @@ from typing import Any
 from pytest_reliable.report.format import (
     CHECKLIST_COLUMNS,
     NARROW,
-    RELIABLE_COLUMNS,
     Column,
     cut_text,
     header,
     middle_truncate,
-    not_reliable_notes,
+    reliable_columns,
+    reliable_notes,
     row,
     short_nodeids,
 )
@@ -70,8 +70,8 @@ def summary_table(entries: list[dict[str, Any]], *, width: int = 200,
 
     if reliable:
         lines += _fit(reliable, [name(e) for e in reliable],
-                      RELIABLE_COLUMNS if columns is None else columns, width)
-        for note in not_reliable_notes(reliable, names):
+                      reliable_columns(reliable, columns), width)
+        for note in reliable_notes(reliable, names):
             lines += textwrap.wrap(note, width, subsequent_indent="  ") or [note]
     if checklist:
         if lines:

@@ -65,7 +65,8 @@ from pytest_reliable import Dataset, MultipleChoice
 DATA = Dataset.from_records({dataset!r})
 
 
-@pytest.mark.reliable(space="wrappers", n=4, mode="fixed", min_score=0.4)
+# min_score: the mean is 0.5 over 5 instances; its lower bound on evidence is about 0.28.
+@pytest.mark.reliable(space="wrappers", n=4, mode="fixed", min_score=0.25)
 def test_passes(reliable):
     report = reliable.evaluate(DATA, MultipleChoice())
     assert report.mean == pytest.approx(0.5)

@@ -29,7 +29,11 @@ def test_verdicts_and_numbers_are_the_ones_known_in_advance(pytester: pytest.Pyt
         assert entry["calls"]["made"] + entry["calls"]["cached"] == 5 * (4 + 1)
         assert entry["model"] == "scripted-format-sensitive"
     [check] = failed["thresholds"]
-    assert check == {"name": "min_worst", "limit": 0.5, "observed": 0.0, "passed": False}
+    assert {key: check[key] for key in ("name", "limit", "observed", "bound", "decide", "passed")} \
+        == {"name": "min_worst", "limit": 0.5, "observed": 0.0, "bound": 0.0,
+            "decide": "pass-on-evidence", "passed": False}
+    assert "paired within instance" in check["method"]
+    assert failed["decide"] == "pass-on-evidence"
     assert failed["worst_variant"]["score"] == 0.0
     assert "A. " in failed["worst_variant"]["prompt"] or "B. " in failed["worst_variant"]["prompt"]
 
@@ -41,7 +45,8 @@ def test_failure_message_names_threshold_grouping_and_worst_prompt(
     result = pytester.runpytest_subprocess("-p", "no:randomly")
     result.stdout.fnmatch_lines(
         [
-            "*min_worst: observed 0.0000, required >= 0.5 (grouping: formats)*",
+            ("*min_worst: observed 0.0000, required >= 0.5; lower bound 0.0000 at 95% "
+             "(pass-on-evidence*(grouping: formats)*"),
             "*worst formats group*wrapper*",
             "*its rendered prompt for one instance:*",
         ]

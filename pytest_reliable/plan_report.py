@@ -1,0 +1,488 @@
+"""Sizing before spending: what a test will call and what its gate can resolve (``--reliable-plan``).
+
+No model call and no pytest here. `plan_reliable` takes what a ``reliable.evaluate`` call would
+run (dataset, task, marker) and returns a `TestPlan`: the calls (instances x (resamplings + k), a
+pilot under ``--reliable-n auto``, a stored n* when the store has one, a baseline's calls) and, per
+threshold, the *resolvable value*: the true value at which the threshold goes the way its policy
+promises with 80% probability at this N and n.
+
+How the resolvable value is computed (the method is printed with every plan):
+
+- Means (``min_score``, ``min_median``, ``min_worst`` per group, ``max_spread`` per pair of groups,
+  pass@k, pass^k): a normal approximation with a design effect for cells of one instance being
+  correlated. For N instances with c cells each at true score p and intra-instance correlation
+  rho, ``Var(mean) = p (1 - p) (1 + (c - 1) rho) / (N c)``. Group effects are paired within
+  instance (SPEC section 11): a group's estimate carries the overall mean's variance plus
+  ``p (1 - p) (1 - rho) / m`` for its m cells; a paired difference of two groups carries
+  ``p (1 - p) (1 - rho) (1/m_a + 1/m_b)``. rho is unknown before any call: the main figure
+  assumes 0.5, and the range beside it spans rho from 0 to 1.
+- ``min_lower_ci``: exact, from the binomial distribution of the canonical pass's N first samples
+  through the Wilson lower bound (`stats.wilson_interval`); no assumption about rho.
+- ``max_std``: exact under normality of the per-resampling scores, from the chi-square
+  distribution of the sample variance (ddof=1) with n - 1 degrees of freedom.
+
+Under ``pass-on-evidence`` a ``min_*`` threshold passes with 80% probability only when the true
+value is at least ``limit + (z_conf + z_0.8) SE``; under ``fail-on-evidence`` it *fails* with 80%
+probability only when the true value is at most ``limit - (z_h + z_0.8) SE``, where z_h is Holm's
+critical value at its worst case (Bonferroni over every hypothesis of the test); under
+``estimate`` it passes with 80% probability only above ``limit + z_0.8 SE``. ``max_*`` mirror this.
+`benchmarks/bench_gate_errors.py` checks these figures against the real gate.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scipy import stats as scipy_stats
+
+from pytest_reliable.errors import ReliableError
+from pytest_reliable.stats import wilson_interval
+
+POWER = 0.8
+"""The probability the resolvable values are quoted at."""
+ASSUMED_RHO = 0.5
+"""Intra-instance correlation assumed for the main figure (the range spans 0 to 1)."""
+POLICIES = ("pass-on-evidence", "fail-on-evidence", "estimate")
+DEFAULT_POLICY = "pass-on-evidence"
+METHOD = (
+    "normal approximation with a design effect for intra-instance correlation rho (main figure "
+    f"at rho={ASSUMED_RHO}, range for rho from 0 to 1); min_lower_ci exact (binomial through the "
+    "Wilson bound); max_std exact under normality (chi-square)"
+)
+MIN_THRESHOLDS = ("min_score", "min_lower_ci", "min_median", "min_worst", "min_pass_at_k",
+                  "min_pass_hat_k")
+MAX_THRESHOLDS = ("max_spread", "max_std")
+WHAT = {
+    "min_score": "score",
+    "min_lower_ci": "canonical score",
+    "min_median": "median group score",
+    "min_worst": "worst group's score",
+    "max_spread": "spread",
+    "max_std": "std over resamplings",
+    "min_pass_at_k": "pass@k",
+    "min_pass_hat_k": "pass^k",
+    "max_regression": "regression",
+}
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What one threshold can tell apart at this size, under the test's policy."""
+
+    name: str
+    limit: float
+    value: float | None
+    """The true value at which the policy's outcome has 80% probability (None: unreachable)."""
+    low: float | None = None
+    high: float | None = None
+    """The value over the range of intra-instance correlation (None when it does not apply)."""
+    note: str = ""
+
+    @property
+    def is_max(self) -> bool:
+        return self.name in MAX_THRESHOLDS
+
+    def describe(self, decide: str) -> str:
+        what = WHAT.get(self.name, self.name)
+        head = f"{self.name}={self.limit:g}"
+        if self.value is None:
+            verb = "fail" if decide == "fail-on-evidence" else "pass"
+            return f"{head}: cannot {verb} on evidence at this size{self._note()}"
+        fails = decide == "fail-on-evidence"
+        relation = "<=" if self.is_max != fails else ">="
+        outcome = {
+            "pass-on-evidence": "passes on evidence",
+            "fail-on-evidence": "fails on evidence",
+            "estimate": "passes (estimate, no error control)",
+        }[decide]
+        spread = ""
+        if self.low is not None and self.high is not None and abs(self.high - self.low) >= 0.005:
+            spread = f" ({min(self.low, self.high):.2f}-{max(self.low, self.high):.2f} for rho 0-1)"
+        return (f"{head}: {outcome} with {POWER:.0%} probability only if the true {what} is "
+                f"{relation} {self.value:.2f}{spread}{self._note()}")
+
+    def _note(self) -> str:
+        return f"; {self.note}" if self.note else ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "limit": self.limit, "value": self.value, "low": self.low,
+                "high": self.high, "note": self.note}
+
+
+@dataclass(frozen=True)
+class Design:
+    """The shape of one evaluation, as far as its uncertainty is concerned."""
+
+    instances: int
+    resamplings: int
+    k: int = 1
+    confidence: float = 0.95
+    decide: str = DEFAULT_POLICY
+    group_cells: float | None = None
+    """Cells of the smallest group of the test's grouping (None: no grouping known)."""
+    groups: int = 0
+    pairs: int = 0
+    hypotheses: int = 1
+    """What Holm corrects over under fail-on-evidence (thresholds, plus groups / pairs)."""
+
+
+@dataclass
+class TestPlan:
+    __test__ = False  # not a pytest test class
+
+    """One test's plan: calls it will make and what each of its thresholds can resolve."""
+
+    nodeid: str
+    kind: str
+    instances: int
+    calls: int
+    calls_detail: str
+    decide: str = DEFAULT_POLICY
+    grouping: str | None = None
+    resolutions: list[Resolution] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        head = f"{self.nodeid} ({self.kind}"
+        head += f", {self.decide})" if self.kind == "reliable" else ")"
+        out = [head, f"  calls: {self.calls_detail}"]
+        if self.grouping:
+            out.append(f"  ranges grouped by {self.grouping}")
+        out += [f"  {r.describe(self.decide)}" for r in self.resolutions]
+        out += [f"  note: {note}" for note in self.notes]
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid, "kind": self.kind, "instances": self.instances,
+            "calls": self.calls, "calls_detail": self.calls_detail, "decide": self.decide,
+            "grouping": self.grouping, "resolutions": [r.as_dict() for r in self.resolutions],
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TestPlan:
+        """Back from `as_dict` (plans travel from pytest-xdist workers as plain data)."""
+        values = dict(data)
+        values["resolutions"] = [Resolution(**r) for r in values.get("resolutions", [])]
+        return cls(**values)
+
+
+def format_plans(plans: Sequence[TestPlan]) -> list[str]:
+    """The ``--reliable-plan`` section: one block per test, the totals, and the method."""
+    if not plans:
+        return ["no reliable or CheckList test reached its evaluate call: nothing to plan"]
+    out: list[str] = []
+    for plan in plans:
+        out += plan.lines()
+    total = sum(plan.calls for plan in plans)
+    out.append(f"total: {total} model calls planned over {len(plans)} tests (cached answers are "
+               "not called again); no model call was made")
+    out.append(f"method: {METHOD}")
+    return out
+
+
+# -- the statistics ----------------------------------------------------------------------------
+def _z(probability: float) -> float:
+    return float(scipy_stats.norm.ppf(probability))
+
+
+def mean_se(p: float, instances: int, cells_per_instance: float, rho: float) -> float:
+    """Standard error of a mean over ``instances`` x ``cells_per_instance`` correlated cells."""
+    c = max(cells_per_instance, 1.0)
+    return math.sqrt(max(p * (1 - p), 0.0) * (1 + (c - 1) * rho) / (instances * c))
+
+
+def group_se(p: float, design: Design, rho: float) -> float:
+    """A group's paired estimate: the overall mean's error plus its within-instance deviations."""
+    assert design.group_cells is not None
+    overall = mean_se(p, design.instances, design.resamplings, rho) ** 2
+    within = max(p * (1 - p), 0.0) * (1 - rho) / max(design.group_cells, 1.0)
+    return math.sqrt(overall + within)
+
+
+def pair_se(design: Design, rho: float) -> float:
+    """A paired difference of two smallest groups, at score 0.5 (the largest variance)."""
+    assert design.group_cells is not None
+    return math.sqrt(0.25 * (1 - rho) * 2 / max(design.group_cells, 1.0))
+
+
+def margin_multiplier(decide: str, confidence: float, hypotheses: int) -> float:
+    """How many standard errors the 80%-probability value lies from the limit, toward the side
+    the policy needs evidence for (negative: toward the other side)."""
+    alpha = 1 - confidence
+    if decide == "fail-on-evidence":
+        return _z(1 - alpha / max(hypotheses, 1)) + _z(POWER)
+    if decide == "estimate":
+        return _z(POWER)
+    return _z(confidence) + _z(POWER)
+
+
+def solve(limit: float, se: Callable[[float], float], multiplier: float, toward: int) -> float | None:
+    """The x in [0, 1] with ``x = limit + toward * multiplier * se(x)`` (bisection).
+
+    ``toward`` is +1 (the value lies above the limit) or -1 (below). None: no such x in [0, 1]."""
+
+    def gap(x: float) -> float:
+        return toward * (x - limit) - multiplier * se(x)
+
+    end = 1.0 if toward > 0 else 0.0
+    if gap(end) < 0:
+        return None
+    lo, hi = (limit, end) if toward > 0 else (end, limit)
+    if gap(limit) >= 0:
+        return limit
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if (gap(mid) >= 0) == (toward > 0):
+            hi = mid
+        else:
+            lo = mid
+    return hi if toward > 0 else lo
+
+
+def _direction(name: str, decide: str) -> int:
+    """+1 when the quoted value lies above the limit, -1 below."""
+    up = name not in MAX_THRESHOLDS
+    return 1 if up != (decide == "fail-on-evidence") else -1
+
+
+def _at_rho(se_at: Callable[[float, float], float], rho: float, p: float) -> float:
+    return se_at(p, rho)
+
+
+def resolve_mean(name: str, limit: float, design: Design,
+                 se_at: Callable[[float, float], float]) -> Resolution:
+    """A mean-like threshold: the figure at the assumed rho and its range over rho in [0, 1]."""
+    multiplier = margin_multiplier(design.decide, design.confidence, design.hypotheses)
+    toward = _direction(name, design.decide)
+    values = [solve(limit, functools.partial(_at_rho, se_at, rho), multiplier, toward)
+              for rho in (ASSUMED_RHO, 0.0, 1.0)]
+    if values[0] is None:
+        return Resolution(name, limit, None)
+    return Resolution(name, limit, values[0], values[1], values[2])
+
+
+def resolve_spread(limit: float, design: Design) -> Resolution:
+    """``max_spread``: the true difference between the two furthest groups (same dimension)."""
+    multiplier = margin_multiplier(design.decide, design.confidence, design.hypotheses)
+    toward = _direction("max_spread", design.decide)
+    values = []
+    for rho in (ASSUMED_RHO, 0.0, 1.0):
+        value = limit + toward * multiplier * pair_se(design, rho)
+        values.append(value if 0.0 <= value <= 1.0 else None)
+    if values[0] is None:
+        return Resolution("max_spread", limit, None,
+                          note=f"a pairwise difference's error is {pair_se(design, 0.5):.2f}")
+    return Resolution("max_spread", limit, values[0], values[1], values[2],
+                      note="at score 0.5 (the largest variance)")
+
+
+def resolve_lower_ci(limit: float, design: Design) -> Resolution:
+    """``min_lower_ci``: exact over the canonical pass's first samples (one per instance)."""
+    n = design.instances
+    needed = next((x for x in range(n + 1)
+                   if wilson_interval(x, n, design.confidence)[0] >= limit - 1e-12), None)
+    if needed is None:
+        return Resolution("min_lower_ci", limit, None)
+    target = 1 - POWER if design.decide == "fail-on-evidence" else POWER
+    # P(X >= needed) is increasing in p: bisection for the p where it equals the target.
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if float(scipy_stats.binom.sf(needed - 1, n, mid)) >= target:
+            hi = mid
+        else:
+            lo = mid
+    note = (f"it needs {needed} of {n} canonical answers right; "
+            "the same rule under every policy")
+    return Resolution("min_lower_ci", limit, hi, note=note)
+
+
+def resolve_std(limit: float, design: Design) -> Resolution:
+    """``max_std``: the true std of the per-resampling scores (chi-square, n - 1 dof)."""
+    dof = design.resamplings - 1
+    if dof < 1:
+        return Resolution("max_std", limit, None, note="one resampling has no std")
+    alpha = 1 - design.confidence
+    chi2 = scipy_stats.chi2.ppf
+    if design.decide == "pass-on-evidence":
+        # passes when s * sqrt(dof / chi2_alpha) <= limit
+        value = limit * math.sqrt(chi2(alpha, dof) / chi2(POWER, dof))
+    elif design.decide == "fail-on-evidence":
+        # fails when s * sqrt(dof / chi2_{1 - alpha_h}) > limit
+        level = 1 - alpha / max(design.hypotheses, 1)
+        value = limit * math.sqrt(chi2(level, dof) / chi2(1 - POWER, dof))
+    else:
+        value = limit * math.sqrt(dof / chi2(POWER, dof))
+    return Resolution("max_std", limit, float(value))
+
+
+def resolve(name: str, limit: float, design: Design) -> Resolution:
+    """The resolvable value of one threshold under ``design``."""
+    n_inst, n = design.instances, design.resamplings
+    if name == "min_lower_ci":
+        return resolve_lower_ci(limit, design)
+    if name == "max_std":
+        return resolve_std(limit, design)
+    if name in ("min_worst", "max_spread") and design.group_cells is None:
+        return Resolution(name, limit, None, note="the grouping is not known for this space")
+    if name == "max_spread":
+        return resolve_spread(limit, design)
+    if name == "min_worst":
+        return resolve_mean(name, limit, design, lambda p, rho: group_se(p, design, rho))
+    if name in ("min_pass_at_k", "min_pass_hat_k"):
+        # One 0/1 outcome per instance (any / all of its k samples right).
+        return resolve_mean(name, limit, design, lambda p, rho: mean_se(p, n_inst, 1, rho))
+    return resolve_mean(name, limit, design, lambda p, rho: mean_se(p, n_inst, n, rho))
+
+
+# -- groups and calls ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Grouping:
+    label: str
+    groups: int
+    pairs: int
+    smallest_cells: float
+
+
+def grouping_of(space: Any, mode: str, group_by: Any, instances: int, resamplings: int,
+                n_options: int) -> Grouping | None:
+    """The test's pre-registered grouping and its smallest group's expected cell count."""
+    if group_by is None:
+        group_by = "formats" if mode == "fixed" else "dimensions"
+    cells = instances * resamplings
+    if group_by == "formats":
+        formats = int(space.n_valid_formats(max(n_options, 2)))
+        groups = max(1, min(resamplings, formats)) if mode == "fixed" else max(1, formats)
+        return Grouping("formats", groups, groups * (groups - 1) // 2, cells / groups)
+    dims = space.dimensions
+    names = list(dims) if group_by == "dimensions" else list(group_by)
+    sizes = [len(dims[d]) for d in names if d in dims and len(dims[d]) >= 2]
+    if not sizes:
+        return None
+    label = "dimensions" if group_by == "dimensions" else "dimensions:" + ",".join(names)
+    return Grouping(label, sum(sizes), sum(v * (v - 1) // 2 for v in sizes), cells / max(sizes))
+
+
+def plan_design(spec: Any, space: Any, instances: int, resamplings: int, n_options: int,
+                decide: str) -> tuple[Design, Grouping | None]:
+    thresholds = [name for name in (*MIN_THRESHOLDS, *MAX_THRESHOLDS)
+                  if getattr(spec, name, None) is not None]
+    grouping = None
+    if any(name in ("min_worst", "max_spread", "min_median") for name in thresholds):
+        grouping = grouping_of(space, spec.mode, getattr(spec, "group_by", None), instances,
+                               resamplings, n_options)
+    hypotheses = len(thresholds)
+    if grouping is not None:
+        if getattr(spec, "min_worst", None) is not None:
+            hypotheses += grouping.groups - 1
+        if getattr(spec, "max_spread", None) is not None:
+            hypotheses += grouping.pairs - 1
+    design = Design(
+        instances=instances, resamplings=resamplings, k=spec.k, confidence=spec.confidence,
+        decide=decide, group_cells=grouping.smallest_cells if grouping else None,
+        groups=grouping.groups if grouping else 0, pairs=grouping.pairs if grouping else 0,
+        hypotheses=max(hypotheses, 1),
+    )
+    return design, grouping
+
+
+def plan_reliable(session: Any, nodeid: str, data: Any, task: Any, spec: Any,
+                  user_model: Any = None) -> TestPlan:
+    """The plan of one ``reliable.evaluate(data, task)`` under ``spec``: no model is called."""
+    from pytest_reliable.sampling import dataset_option_count
+
+    dataset = session.dataset(data)
+    task.validate(dataset)
+    space = session.space(spec.space)
+    settings = session.settings
+    instances = len(dataset)
+    decide = getattr(spec, "decide", None) or getattr(settings, "decide", None) or DEFAULT_POLICY
+    notes: list[str] = []
+    k = spec.k
+    if spec.n is not None or settings.n != "auto":
+        n = int(spec.n or (settings.n if isinstance(settings.n, int) else 10))
+        calls = instances * (n + k)
+        detail = f"{instances} instances x ({_resamplings(n)} + k={k}) = {calls}"
+    else:
+        stored = stored_n_star(session, nodeid, dataset, spec, space, user_model)
+        if stored is not None:
+            n = stored
+            calls = instances * (n + k)
+            detail = f"{instances} instances x ({_resamplings(n)} (stored n*) + k={k}) = {calls}"
+        else:
+            n = int(settings.pilot_n)
+            calls = instances * (n + k)
+            detail = (f"{instances} instances x ({n} pilot resamplings + k={k}) = {calls}; the "
+                      "gate runs on the pilot's first n* resamplings")
+            n_max = getattr(settings, "n_max", None)
+            if n_max is not None:
+                detail += (f"; a bootstrap n* may extend it up to --reliable-n-max={n_max} "
+                           f"({instances * (int(n_max) + k)} calls)")
+            if settings.reference_model:
+                detail += "; the pilot runs on the reference model, then n* on the model under test"
+            notes.append(f"figures below are at n = {n} (the pilot); the gate's n* is known "
+                         "only after the pilot")
+    if getattr(spec, "baseline", None) is not None or getattr(spec, "max_regression", None) \
+            is not None:
+        detail += f"; the baseline model: {calls} more (none from a stored baseline report)"
+        calls *= 2
+    n_options = dataset_option_count(dataset)
+    design, grouping = plan_design(spec, space, instances, n, n_options, decide)
+    if spec.k > 1 and (spec.temperature or 0.0) == 0.0 and \
+            float(space.canonical_variant().temperature) == 0.0:
+        notes.append(f"k={spec.k} at temperature 0: the k samples repeat one answer")
+    resolutions = [resolve(name, float(getattr(spec, name)), design)
+                   for name in (*MIN_THRESHOLDS, *MAX_THRESHOLDS)
+                   if getattr(spec, name, None) is not None]
+    if grouping is not None and grouping.smallest_cells < getattr(spec, "min_cells", 20):
+        notes.append(f"groups of about {grouping.smallest_cells:.0f} cells: thin "
+                     f"(min_cells={spec.min_cells})")
+    return TestPlan(nodeid, "reliable", instances, calls, detail, decide,
+                    grouping.label if grouping else None, resolutions, notes)
+
+
+def _resamplings(n: int) -> str:
+    return f"{n} resampling" + ("" if n == 1 else "s")
+
+
+def stored_n_star(session: Any, nodeid: str, dataset: Any, spec: Any, space: Any,
+                  user_model: Any) -> int | None:
+    """n* from the store when a previous ``--reliable-n auto`` run left one for this test."""
+    from pytest_reliable.nstar_store import NStarKey, NStarStore
+
+    settings = session.settings
+    try:
+        reference = (session.model_named(settings.reference_model) if settings.reference_model
+                     else session.resolve_model(user_model))
+        key = NStarKey(
+            nodeid=nodeid, space_hash=space.hash, dataset_hash=dataset.hash,
+            reference_model=reference.identity, mode=spec.mode, eps=spec.eps,
+            delta=spec.delta, seed=settings.seed, pilot_n=settings.pilot_n,
+        )
+        stored = NStarStore(settings.store_dir).get(key)
+    except (TypeError, ValueError, OSError, ReliableError):
+        # A key shape or a model this plan cannot build: treat it as not stored.
+        return None
+    return None if stored is None else int(stored["n_star"])
+
+
+def plan_checklist(session: Any, nodeid: str, data: Any, task: Any, spec: Any) -> TestPlan:
+    """A CheckList test's calls: its examples and their perturbed copies (at most)."""
+    dataset = session.dataset(data)
+    task.validate(dataset)
+    instances = len(dataset)
+    if spec.kind == "mft":
+        calls = instances
+        detail = f"{instances} examples = {calls}"
+    else:
+        per = len(spec.perturb)
+        calls = instances * (1 + per)
+        detail = (f"{instances} examples + their perturbed copies: at most {calls} "
+                  f"({per} perturbation{'s' if per != 1 else ''}; some may not apply)")
+    return TestPlan(nodeid, spec.kind, instances, calls, detail)

@@ -1,0 +1,118 @@
+"""The sizing figures of ``--reliable-plan`` (plan_report), checked against their own promises."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from pytest_reliable import plan_report
+from pytest_reliable.plan_report import Design, Resolution, TestPlan, resolve, solve
+from pytest_reliable.stats import wilson_interval
+
+Z95 = scipy_stats.norm.ppf(0.95)
+
+
+def test_solve_finds_the_fixed_point_on_either_side() -> None:
+    se = lambda p: math.sqrt(p * (1 - p) / 100)
+    up = solve(0.6, se, 2.0, +1)
+    down = solve(0.6, se, 2.0, -1)
+    assert up is not None and down is not None
+    assert up == pytest.approx(0.6 + 2.0 * se(up), abs=1e-9)
+    assert down == pytest.approx(0.6 - 2.0 * se(down), abs=1e-9)
+    assert down < 0.6 < up
+
+
+def test_min_score_figure_matches_the_closed_form_without_correlation() -> None:
+    design = Design(instances=100, resamplings=1, k=1)
+    r = resolve("min_score", 0.6, design)
+    assert r.value is not None
+    z = Z95 + scipy_stats.norm.ppf(0.8)
+    assert r.value == pytest.approx(0.6 + z * math.sqrt(r.value * (1 - r.value) / 100), abs=1e-6)
+    # With one cell per instance the correlation does not matter.
+    assert r.low == pytest.approx(r.value) and r.high == pytest.approx(r.value)
+
+
+def test_more_resamplings_help_only_as_far_as_instances_allow() -> None:
+    few = resolve("min_score", 0.6, Design(instances=100, resamplings=1)).value
+    many = resolve("min_score", 0.6, Design(instances=100, resamplings=30))
+    more_instances = resolve("min_score", 0.6, Design(instances=400, resamplings=30)).value
+    assert many.value is not None and few is not None and more_instances is not None
+    assert many.value < few and more_instances < many.value
+    # Fully correlated cells (rho=1): resamplings add nothing.
+    assert many.high == pytest.approx(few, abs=1e-6)
+
+
+def test_policies_put_the_figure_on_the_side_they_need_evidence_for() -> None:
+    passing = resolve("min_score", 0.6, Design(100, 10, decide="pass-on-evidence")).value
+    failing = resolve("min_score", 0.6, Design(100, 10, decide="fail-on-evidence")).value
+    estimate = resolve("min_score", 0.6, Design(100, 10, decide="estimate")).value
+    assert failing is not None and passing is not None and estimate is not None
+    assert failing < 0.6 < estimate < passing
+    spread = resolve("max_spread", 0.2, Design(100, 30, group_cells=300, decide="pass-on-evidence"))
+    assert spread.value is not None and spread.value < 0.2
+
+
+def test_holm_makes_fail_on_evidence_need_more_margin_with_more_hypotheses() -> None:
+    one = resolve("min_score", 0.6, Design(100, 10, decide="fail-on-evidence", hypotheses=1))
+    ten = resolve("min_score", 0.6, Design(100, 10, decide="fail-on-evidence", hypotheses=10))
+    assert ten.value is not None and one.value is not None and ten.value < one.value
+
+
+def test_min_lower_ci_figure_is_exact_for_the_wilson_rule() -> None:
+    n, limit = 50, 0.5
+    r = resolve("min_lower_ci", limit, Design(instances=n, resamplings=5))
+    assert r.value is not None
+    needed = next(x for x in range(n + 1) if wilson_interval(x, n)[0] >= limit)
+    assert scipy_stats.binom.sf(needed - 1, n, r.value) == pytest.approx(0.8, abs=1e-6)
+    assert f"needs {needed} of {n}" in r.note
+
+
+def test_max_std_figure_passes_80_percent_of_simulated_runs() -> None:
+    n, limit = 20, 0.05
+    r = resolve("max_std", limit, Design(instances=100, resamplings=n))
+    assert r.value is not None and r.value < limit
+    rng = np.random.default_rng(0)
+    runs = 4000
+    s = rng.normal(0.6, r.value, size=(runs, n)).std(axis=1, ddof=1)
+    upper = s * np.sqrt((n - 1) / scipy_stats.chi2.ppf(0.05, n - 1))
+    rate = float(np.mean(upper <= limit))
+    assert abs(rate - 0.8) < 4 * math.sqrt(0.16 / runs)
+
+
+def test_min_score_figure_passes_about_80_percent_under_a_clustered_bound() -> None:
+    """Instances with Beta-distributed accuracy (intra-instance correlation 0.5), 10 cells each,
+    gated by the clustered normal bound: at the planned value about 80% of runs pass."""
+    n_inst, n, limit = 100, 10, 0.6
+    r = resolve("min_score", limit, Design(instances=n_inst, resamplings=n))
+    assert r.value is not None
+    rng = np.random.default_rng(1)
+    runs, p = 3000, r.value
+    # Beta(a, b) with a + b = 1 has intra-class correlation 1 / (a + b + 1) = 0.5.
+    acc = rng.beta(p, 1 - p, size=(runs, n_inst))
+    cells = rng.random((runs, n_inst, n)) < acc[..., None]
+    per_instance = cells.mean(axis=2)
+    mean = per_instance.mean(axis=1)
+    se = per_instance.std(axis=1, ddof=1) / math.sqrt(n_inst)
+    rate = float(np.mean(mean - Z95 * se >= limit))
+    assert abs(rate - 0.8) < 0.04
+
+
+def test_unreachable_thresholds_say_so() -> None:
+    r = resolve("min_lower_ci", 0.99, Design(instances=10, resamplings=5))
+    assert r.value is None
+    assert "cannot pass on evidence at this size" in r.describe("pass-on-evidence")
+    no_groups = resolve("min_worst", 0.5, Design(instances=10, resamplings=5))
+    assert no_groups.value is None and "grouping" in no_groups.note
+
+
+def test_a_plan_survives_the_trip_through_plain_data() -> None:
+    plan = TestPlan("t.py::x", "reliable", 10, 110, "10 x 11", "estimate", "formats",
+                    [Resolution("min_score", 0.5, 0.6, 0.55, 0.65)], ["a note"])
+    again = TestPlan.from_dict(plan.as_dict())
+    assert again == plan
+    lines = plan_report.format_plans([plan])
+    assert any("passes (estimate, no error control)" in line for line in lines)
+    assert lines[-1].startswith("method: ")

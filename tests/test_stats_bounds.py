@@ -1,0 +1,154 @@
+"""Clustered bounds (SPEC section 11): shapes, boundaries, and coverage by small seeded simulation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pytest_reliable import stats
+
+
+def _clustered_matrix(rng: np.random.Generator, n: int, n_inst: int, p: float) -> np.ndarray:
+    """Binary cells whose instances differ in difficulty (correlated within instance)."""
+    difficulty = rng.beta(2 * p / (1 - p), 2, size=n_inst) if p < 1 else np.ones(n_inst)
+    return (rng.random((n, n_inst)) < difficulty[None, :]).astype(float)
+
+
+def test_clustered_mean_is_the_mean_and_brackets_it() -> None:
+    rng = np.random.default_rng(0)
+    scores = _clustered_matrix(rng, 30, 100, 0.7)
+    bound = stats.clustered_mean(scores)
+    assert bound.estimate == pytest.approx(scores.mean())
+    assert bound.lower(0.95) < bound.estimate < bound.upper(0.95)
+    # Clustering: the instance-level variance dominates, far fewer effective cells than 3000.
+    assert bound.clusters <= bound.n_eff < 0.5 * scores.size
+    low, high = bound.interval(0.95)
+    assert low < bound.lower(0.95) and high > bound.upper(0.95)
+
+
+def test_all_ones_is_not_certain() -> None:
+    bound = stats.clustered_mean(np.ones((10, 20)))
+    assert bound.n_eff == 20  # one trial per instance, not 200 cells
+    assert 0.8 < bound.lower(0.95) < 0.9
+    assert bound.upper(0.95) == 1.0
+
+
+def test_half_everywhere_contains_half() -> None:
+    bound = stats.clustered_mean(np.full((4, 5), 0.5))
+    low, high = bound.interval(0.95)
+    assert bound.estimate == 0.5 and low < 0.5 < high
+
+
+def test_two_way_is_wider_when_resamplings_differ() -> None:
+    rng = np.random.default_rng(1)
+    format_effect = rng.normal(0, 0.15, size=(10, 1))
+    scores = np.clip(0.6 + format_effect + rng.normal(0, 0.1, size=(10, 50)), 0, 1)
+    one = stats.clustered_mean(scores)
+    two = stats.clustered_mean(scores, two_way=True)
+    assert two.se > one.se and two.lower(0.95) < one.lower(0.95)
+    assert "two-way" in two.method
+
+
+def test_scores_outside_unit_interval_are_rejected() -> None:
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        stats.clustered_mean(np.array([[0.2, 3.7]]))
+
+
+def test_p_values_invert_the_bound() -> None:
+    bound = stats.clustered_mean(_clustered_matrix(np.random.default_rng(2), 10, 40, 0.6))
+    upper = bound.upper(0.95)
+    assert bound.p_below(upper + 1e-6) < 0.05 < bound.p_below(upper - 1e-6)
+    lower = bound.lower(0.95)
+    assert bound.p_above(lower - 1e-6) < 0.05 < bound.p_above(lower + 1e-6)
+
+
+def test_paired_effects_cancel_instance_difficulty() -> None:
+    # A prompt-insensitive model: every instance always right or always wrong, whatever the group.
+    rng = np.random.default_rng(3)
+    right = rng.random(60) < 0.7
+    scores = np.tile(right.astype(float), (30, 1))
+    labels = rng.integers(0, 6, size=scores.shape)
+    effects = stats.paired_group_effects(scores, labels, 6)
+    assert np.allclose(effects.estimates, scores.mean())
+    _, _, diffs, se = effects.pairs()
+    assert np.allclose(diffs, 0.0) and (se > 0).all()
+    # Raw group means would differ (groups hold different instances); paired ones do not.
+    raw = [scores[labels == g].mean() for g in range(6)]
+    assert max(raw) - min(raw) > 0.01
+
+
+def test_paired_effects_find_a_bad_group() -> None:
+    rng = np.random.default_rng(4)
+    labels = rng.integers(0, 3, size=(30, 80))
+    p = np.where(labels == 2, 0.3, 0.8)
+    scores = (rng.random(labels.shape) < p).astype(float)
+    effects = stats.paired_group_effects(scores, labels, 3)
+    assert effects.bound(2).upper(0.95) < effects.bound(0).lower(0.95)
+
+
+def test_noise_floor_of_a_random_model_matches_its_spread() -> None:
+    rng = np.random.default_rng(5)
+    scores = (rng.random((30, 100)) < 0.7).astype(float)
+    labels = rng.integers(0, 8, size=scores.shape)
+    effects = stats.paired_group_effects(scores, labels, 8)
+    spread = float(np.nanmax(effects.estimates) - np.nanmin(effects.estimates))
+    floor = stats.noise_floor(scores, [(labels, 8)], permutations=200, seed=0)
+    assert 0.5 * floor < spread < 2.0 * floor
+    assert stats.noise_floor(np.ones((30, 100)), [(labels, 8)]) == 0.0
+
+
+def test_std_bound_uses_ddof_1_and_chi_square() -> None:
+    values = np.array([0.5, 0.6, 0.7, 0.55, 0.65])
+    bound = stats.sample_std_bound(values)
+    assert bound.std == pytest.approx(float(np.std(values, ddof=1)))
+    assert bound.lower(0.95) < bound.std < bound.upper(0.95)
+    assert bound.p_above(bound.upper(0.95)) == pytest.approx(0.95, abs=1e-9)
+
+
+def test_holm_is_step_down() -> None:
+    reject, levels = stats.holm([0.01, 0.04, 0.03, 0.5], 0.05)
+    assert reject.tolist() == [True, False, False, False]
+    assert levels.tolist() == pytest.approx([0.0125, 0.025, 0.05 / 3, 0.05])
+    reject, _ = stats.holm([0.001, 0.01, 0.02], 0.05)
+    assert reject.all()
+
+
+@pytest.mark.parametrize("p", [0.5, 0.8, 0.95])
+def test_lower_bound_covers_at_the_promised_rate(p: float) -> None:
+    """200 seeded gates of 20 resamplings x 40 instances: the one-sided 90% lower bound falls
+    below the true mean at least ~90% of the time (within Monte Carlo error)."""
+    rng = np.random.default_rng(int(p * 100))
+    difficulty = rng.beta(2 * p / (1 - p), 2, size=5_000)
+    truth = float(difficulty.mean())
+    reps, covered = 200, 0
+    for _ in range(reps):
+        inst = rng.choice(difficulty, size=40)
+        scores = (rng.random((20, 40)) < inst[None, :]).astype(float)
+        covered += stats.clustered_mean(scores).lower(0.90) <= truth
+    rate = covered / reps
+    mc = math.sqrt(0.9 * 0.1 / reps)
+    print(f"p={p}: coverage {rate:.3f} +- {mc:.3f}")
+    assert rate >= 0.90 - 3 * mc
+
+
+def test_group_bounds_cover_in_ilr() -> None:
+    """Per-group (paired) intervals keep their coverage when cells of one instance correlate."""
+    rng = np.random.default_rng(11)
+    reps, covered, total = 150, 0, 0
+    for _ in range(reps):
+        inst = rng.beta(3, 1.5, size=50)
+        labels = rng.integers(0, 4, size=(20, 50))
+        effect = np.array([0.0, 0.0, -0.1, 0.05])
+        p = np.clip(inst[None, :] + effect[labels], 0, 1)
+        scores = (rng.random(labels.shape) < p).astype(float)
+        effects = stats.paired_group_effects(scores, labels, 4)
+        truth = np.clip(inst.mean() + effect, 0, 1)  # this sample's instances, as a fixed panel
+        for g in range(4):
+            low, high = effects.bound(g).interval(0.90)
+            covered += low <= truth[g] <= high
+            total += 1
+    rate = covered / total
+    print(f"group interval coverage {rate:.3f}")
+    assert rate >= 0.85
