@@ -386,16 +386,26 @@ def paired_comparison(
 
 @dataclass(frozen=True, eq=False)
 class NStarResult:
-    """ReliableEval's minimal number of resamplings (see :func:`min_reliable_n`).
+    """The minimal number of resamplings (see :func:`min_reliable_n`).
 
     ``mean_upper[n-1]`` / ``var_upper[n-1]``: the (1 - delta/2) percentile of the absolute
-    deviation of a size-n subset's mean / population variance from the full vector's.
-    ``n_star_mean`` / ``n_star_var``: first n whose upper end is <= eps; ``n_star`` the larger.
-    ``reliable``: False when n_star == N (the pilot cannot show reliability at (eps, delta)).
-    ``achievable_eps``: the larger of the two upper ends at n = N - 1, the eps the data can vouch
-    for: with ``eps >= achievable_eps`` both curves have crossed by N - 1, so n* < N (it may also
-    hold for a smaller eps, the curves not being monotone). ``math.inf`` when N == 1: a single
-    score has no subsets to learn from and vouches for no eps."""
+    deviation of a size-n subset's (``paper``) or resample's (``bootstrap``) mean / population
+    variance from the full vector's. The curves have length N (``paper``) or ``n_max``
+    (``bootstrap``; shorter when both curves crossed eps before, as they end with the column
+    block in which the later one crossed). ``n_star_mean`` / ``n_star_var``: first n whose upper end is <= eps;
+    ``n_star`` the larger.
+
+    ``paper``: ``reliable`` is False when n_star == N (the pilot cannot show reliability at
+    (eps, delta)); ``achievable_eps`` is the larger of the two upper ends at n = N - 1, the eps
+    the data can vouch for: with ``eps >= achievable_eps`` both curves have crossed by N - 1, so
+    n* < N (it may also hold for a smaller eps, the curves not being monotone). ``math.inf`` when
+    N == 1: a single score has no subsets to learn from and vouches for no eps.
+
+    ``bootstrap``: ``reliable`` is False when a curve has not crossed eps by ``n_max``; that
+    curve's n* is then the uncapped estimate ``ceil(n_max * (upper(n_max) / eps) ** 2)`` (the
+    upper end of a mean of n draws shrinks as 1/sqrt(n)), so ``n_star > n_max``;
+    ``achievable_eps`` is the larger upper end where the curves end: at the cap, the eps ``n_max``
+    resamplings vouch for. N == 1 is treated as in ``paper``: not reliable, ``achievable_eps`` inf."""
 
     n_star: int
     n_star_mean: int
@@ -407,6 +417,22 @@ class NStarResult:
     eps: float
     delta: float
     N: int
+    method: str = "paper"
+    n_max: int | None = None
+    """The cap of ``bootstrap`` (None for ``paper``, whose cap is N)."""
+
+
+N_STAR_METHODS = ("paper", "bootstrap")
+
+
+def _positive(value: float, name: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}") from exc
+    if not (math.isfinite(v) and v > 0.0):
+        raise ValueError(f"{name} must be a finite number > 0 (on the scores' scale), got {value!r}")
+    return v
 
 
 def _combinations(n_items: int, size: int) -> npt.NDArray[np.intp]:
@@ -479,11 +505,24 @@ def min_reliable_n(
     *,
     subsets: int = 10_000,
     seed: int | None = 0,
+    method: str = "paper",
+    n_max: int = 1000,
 ) -> NStarResult:
-    """ReliableEval's n*: the fewest resamplings whose mean and variance are within ``eps`` of the
-    full vector's with probability >= 1 - delta (each moment checked two-sided at delta/2).
+    """The fewest resamplings whose mean and variance are within ``eps`` of the full vector's with
+    probability >= 1 - delta (each moment checked two-sided at delta/2).
 
-    Conventions (SPEC section 6, fixed): the reference moments are the mean and population
+    ``method="paper"`` (the default) is ReliableEval's recipe exactly, below: subsets of the pilot
+    drawn without replacement, so n* <= N. Those subsets shrink towards the pilot mean when n is a
+    sizeable share of N, so the paper's n* promises more than fresh resamplings deliver.
+
+    ``method="bootstrap"`` asks how many *fresh* resamplings keep the moments within ``eps``:
+    ``subsets`` rows of ``n_max`` draws with replacement from the N scores (one
+    ``numpy.random.default_rng(seed)`` stream, row-major in column blocks); a row's first n draws
+    are a uniform size-n resample, so running sums give every size at once. Deviations, percentile
+    and first-crossing rule are the paper's; n* may exceed N, up to ``n_max`` (see
+    :class:`NStarResult` for the cap).
+
+    Paper conventions (SPEC section 6, fixed): the reference moments are the mean and population
     variance (ddof=0) of all N scores. For each n in 1..N, size-n subsets are drawn without
     replacement: every subset when C(N, n) <= ``subsets``, otherwise ``subsets`` random subsets.
     Random subsets are the first n items of ``subsets`` independent uniform permutations drawn
@@ -499,14 +538,21 @@ def min_reliable_n(
     arrays (enumerated subsets; for n > N/2 via the complements) or from prefix cumulative sums
     of the permutations (random subsets).
 
-    ``eps`` and ``delta`` in (0, 1); ``subsets`` >= 1.
+    ``eps`` > 0 on the scores' own scale (e.g. 2.0 for percent scores); ``delta`` in (0, 1);
+    ``subsets`` >= 1; ``n_max`` >= 1 (``bootstrap`` only).
     """
     x = _scores(scores)
-    eps_f = _open_unit(eps, "eps")
+    eps_f = _positive(eps, "eps")
     delta_f = _open_unit(delta, "delta")
     n_sub = _count(subsets, "subsets", minimum=1)
+    if method not in N_STAR_METHODS:
+        raise ValueError(f"method must be 'paper' or 'bootstrap', got {method!r}")
     n_all = int(x.size)
     q = 100.0 * (1.0 - delta_f / 2.0)
+    if method == "bootstrap":
+        return _bootstrap_n_star(
+            x, eps_f, delta_f, n_sub, seed, _count(n_max, "n_max", minimum=1)
+        )
 
     centred = x - np.mean(x)
     sq = centred * centred
@@ -560,6 +606,71 @@ def min_reliable_n(
         eps=eps_f,
         delta=delta_f,
         N=n_all,
+    )
+
+
+def _bootstrap_n_star(
+    x: FloatArray, eps: float, delta: float, n_sub: int, seed: int | None, n_max: int
+) -> NStarResult:
+    """``min_reliable_n(method="bootstrap")``: see its docstring."""
+    n_all = int(x.size)
+    q = 100.0 * (1.0 - delta / 2.0)
+    centred = x - np.mean(x)
+    sq = centred * centred
+    ref_var = float(np.mean(sq))
+    mean_upper = np.zeros(n_max, dtype=np.float64)
+    var_upper = np.zeros(n_max, dtype=np.float64)
+    bound = eps + 1e-12 * max(1.0, eps)
+    if n_all >= 2 and ref_var > 0.0:
+        rng = np.random.default_rng(seed)
+        block = max(1, min(n_max, _BLOCK_ELEMENTS // n_sub))
+        run1 = np.zeros((n_sub, 1), dtype=np.float64)
+        run2 = np.zeros((n_sub, 1), dtype=np.float64)
+        for lo in range(0, n_max, block):
+            hi = min(n_max, lo + block)
+            draws = rng.integers(0, n_all, size=(n_sub, hi - lo))
+            cum1 = np.cumsum(centred[draws], axis=1)
+            cum1 += run1
+            cum2 = np.cumsum(sq[draws], axis=1)
+            cum2 += run2
+            run1, run2 = cum1[:, -1:].copy(), cum2[:, -1:].copy()
+            size_f = np.arange(lo + 1, hi + 1, dtype=np.float64)
+            sub_mean = cum1 / size_f
+            sub_var = cum2 / size_f - sub_mean * sub_mean
+            mean_upper[lo:hi] = np.percentile(np.abs(sub_mean), q, axis=0)
+            var_upper[lo:hi] = np.percentile(np.abs(sub_var - ref_var), q, axis=0)
+            if (mean_upper[:hi] <= bound).any() and (var_upper[:hi] <= bound).any():
+                # Both first crossings are known: the rest of the curves would change nothing.
+                mean_upper, var_upper = mean_upper[:hi], var_upper[:hi]
+                break
+
+    def first_crossing(curve: FloatArray) -> int:
+        crossed = curve <= bound
+        if crossed.any():
+            return int(np.argmax(crossed)) + 1
+        # Uncapped estimate: the upper end of a mean of n draws shrinks as 1/sqrt(n).
+        return max(n_max + 1, math.ceil(n_max * (float(curve[-1]) / eps) ** 2))
+
+    n_star_mean, n_star_var = first_crossing(mean_upper), first_crossing(var_upper)
+    n_star = max(n_star_mean, n_star_var)
+    if n_all >= 2:
+        reliable = n_star <= n_max
+        achievable = float(max(mean_upper[-1], var_upper[-1]))  # at n_max unless both crossed
+    else:
+        reliable, achievable = False, math.inf
+    return NStarResult(
+        n_star=n_star,
+        n_star_mean=n_star_mean,
+        n_star_var=n_star_var,
+        mean_upper=mean_upper,
+        var_upper=var_upper,
+        reliable=reliable,
+        achievable_eps=achievable,
+        eps=eps,
+        delta=delta,
+        N=n_all,
+        method="bootstrap",
+        n_max=n_max,
     )
 
 
