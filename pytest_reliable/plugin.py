@@ -81,6 +81,12 @@ OPTIONS = (
     Option("pilot-n", "pilot resamplings for --reliable-n auto (default 100)."),
     Option("reference-model", "model of the --reliable-n auto pilot (default: the model under "
            "test)."),
+    Option("n-method", "n* of --reliable-n auto: bootstrap (default: fresh resamplings, may "
+           "extend the pilot) or paper (ReliableEval's subsets, n* <= pilot).",
+           choices=("bootstrap", "paper")),
+    Option("n-max", "most resamplings a bootstrap n* may run (default 1000)."),
+    Option("stop-early", "run resamplings in batches and stop once every threshold's verdict "
+           "is settled by anytime-valid bounds (as the marker's stop_early=True).", kind="bool"),
     Option("seed", "seed of the variant draws: an integer or 'last' (default 0: a gate draws the "
            "same pre-registered variants every run)."),
     Option("model", "model name for the OpenAI-compatible adapter, or 'local' for the embedded "
@@ -185,6 +191,13 @@ def read_settings(config: pytest.Config) -> Any:
             raise _usage(opts["n"], raw["n"], "give an integer >= 1 or 'auto'")
     if raw["pilot-n"] is not None:
         settings.pilot_n = _int(opts["pilot-n"], raw["pilot-n"], 2)
+    if raw["n-method"] is not None:
+        if raw["n-method"] not in ("bootstrap", "paper"):
+            raise _usage(opts["n-method"], raw["n-method"], "choose bootstrap or paper")
+        settings.n_method = raw["n-method"]
+    if raw["n-max"] is not None:
+        settings.n_max = _int(opts["n-max"], raw["n-max"], 1)
+    settings.stop_early = bool(raw["stop-early"])
     for name in ("concurrency", "max-retries"):
         if raw[name] is not None:
             value = _int(opts[name], raw[name], 1 if name == "concurrency" else 0)

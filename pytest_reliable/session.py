@@ -15,14 +15,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_reliable import stats
 from pytest_reliable.cache import ResponseCache
 from pytest_reliable.data import Dataset
 from pytest_reliable.errors import ReliableConfigError
-from pytest_reliable.evaluation import EvaluationSettings, ScoreMatrix, evaluate
+from pytest_reliable.evaluation import (
+    EvaluationSettings,
+    ScoreMatrix,
+    StagedEvaluation,
+    append_resamplings,
+    evaluate,
+)
 from pytest_reliable.gate import ThresholdCheck
 from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
 from pytest_reliable.models.base import AsyncModel, SamplingParams
+from pytest_reliable.nstar import DEFAULT_METHOD, DEFAULT_N_MAX, NStarOutcome, run_auto
 from pytest_reliable.nstar_store import NStarKey, NStarStore
 from pytest_reliable.report.model import ChecklistReport, ReliableReport
 from pytest_reliable.runner import Budget, ProgressEvent, Runner, number_samples
@@ -57,6 +63,9 @@ class Settings:
     no_cache: bool = False
     record: str = "new"
     store_dir: Path | None = None
+    n_method: str = DEFAULT_METHOD
+    n_max: int = DEFAULT_N_MAX
+    stop_early: bool = False
 
     def __post_init__(self) -> None:
         if self.cache_path is None:
@@ -198,11 +207,13 @@ class ReliableSession:
             settings = dataclasses.replace(base, n=n)
             return evaluate(dataset, task, space, settings, self.runner(on, nodeid))
 
-        # (n*, reliable, achievable eps) from a pilot or the store; None = from the resamplings.
-        n_star_override: tuple[int, bool, float] | None = None
-        n_star_source: str | None = "resamplings"
-        pilot_n: int | None = None
-        extra_made = extra_cached = 0
+        def extend(head: ScoreMatrix, n: int) -> ScoreMatrix:
+            staged = StagedEvaluation(
+                dataset, task, space, dataclasses.replace(base, n=n), self.runner(model, nodeid)
+            )
+            return append_resamplings(head, staged.run(head.n_resamplings, n, canonical=False))
+
+        auto: NStarOutcome | None = None
         if spec.n is None and self.settings.n == "auto":
             reference = (
                 self.model_named(self.settings.reference_model)
@@ -213,35 +224,15 @@ class ReliableSession:
                 nodeid=nodeid, space_hash=space.hash, dataset_hash=dataset.hash,
                 reference_model=reference.identity, mode=spec.mode, eps=spec.eps,
                 delta=spec.delta, seed=self.settings.seed, pilot_n=self.settings.pilot_n,
+                n_star_method=self.settings.n_method, n_max=self.settings.n_max,
             )
             assert self.settings.store_dir is not None
-            store = NStarStore(self.settings.store_dir)
-            stored = store.get(key)
-            if stored is not None:
-                n_star_source = "store"
-                n_star_override = (
-                    int(stored["n_star"]), bool(stored["reliable"]),
-                    float(stored["achievable_eps"]),
-                )
-                matrix = run(n_star_override[0], model)
-            else:
-                n_star_source, pilot_n = "pilot", self.settings.pilot_n
-                pilot = run(self.settings.pilot_n, reference)
-                found = stats.min_reliable_n(
-                    pilot.resampling_scores(), eps=spec.eps, delta=spec.delta
-                )
-                n_star_override = (
-                    int(found.n_star), bool(found.reliable), float(found.achievable_eps)
-                )
-                store.put(key, n_star=n_star_override[0], reliable=n_star_override[1],
-                          achievable_eps=n_star_override[2])
-                if reference is model:
-                    # Prefix-consistent plans: the pilot's first n* resamplings are the gate,
-                    # and every pilot call counts.
-                    matrix = pilot.head(n_star_override[0])
-                else:
-                    extra_made, extra_cached = pilot.calls_made, pilot.calls_cached
-                    matrix = run(n_star_override[0], model)
+            auto = run_auto(
+                key, NStarStore(self.settings.store_dir), reference_is_model=reference is model,
+                run=lambda n, on_reference: run(n, reference if on_reference else model),
+                extend=extend,
+            )
+            matrix = auto.matrix
         else:
             n = spec.n or (self.settings.n if isinstance(self.settings.n, int) else DEFAULT_N)
             matrix = run(int(n), model)
@@ -250,8 +241,11 @@ class ReliableSession:
             matrix, space, mode=spec.mode, eps=spec.eps, delta=spec.delta,
             min_cells=spec.min_cells, confidence=spec.confidence,
         )
-        if n_star_override is not None:
-            summary.n_star, summary.n_star_reliable, summary.achievable_eps = n_star_override
+        n_star_source: str | None = "resamplings"
+        if auto is not None:
+            n_star_source = auto.source
+            summary.n_star, summary.n_star_reliable = auto.n_star, auto.reliable
+            summary.achievable_eps = auto.achievable_eps
         if summary.n_star is None:
             n_star_source = None
         temperature = (
@@ -269,11 +263,13 @@ class ReliableSession:
             matrix=matrix,
             thresholds=reliable_thresholds(spec, summary),
             n_star_source=n_star_source,
-            pilot_n=pilot_n,
+            pilot_n=auto.pilot_n if auto else None,
             temperature=float(temperature),
-            calls_made=matrix.calls_made + extra_made,
-            calls_cached=matrix.calls_cached + extra_cached,
+            calls_made=matrix.calls_made + (auto.extra_made if auto else 0),
+            calls_cached=matrix.calls_cached + (auto.extra_cached if auto else 0),
             problems=list(matrix.problems),
+            n_star_method=auto.method if auto else ("paper" if n_star_source else None),
+            n_star_paper=auto.n_star_paper if auto else None,
         )
 
     # -- CheckList tests -------------------------------------------------------------------

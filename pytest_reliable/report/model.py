@@ -43,6 +43,13 @@ class ReliableReport:
     calls_made: int
     calls_cached: int
     problems: list[str] = field(default_factory=list)
+    n_star_method: str | None = None
+    """How n* was computed: "bootstrap" or "paper" (SPEC section 7); None without n*."""
+    n_star_paper: int | None = None
+    """The paper's n* from the same pilot, beside a ``bootstrap`` n*."""
+    stopped_early: bool = False
+    stop_reason: str | None = None
+    """Why the resamplings ended where they did, under ``stop_early`` (None otherwise)."""
     fields: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -113,7 +120,11 @@ class ReliableReport:
             "eps": self.eps,
             "delta": self.delta,
             "n_star_source": self.n_star_source,
+            "n_star_method": self.n_star_method,
+            "n_star_paper": self.n_star_paper,
             "pilot_n": self.pilot_n,
+            "stopped_early": self.stopped_early,
+            "stop_reason": self.stop_reason,
             "calls": {"made": self.calls_made, "cached": self.calls_cached},
             "thresholds": [check.as_dict() for check in self.thresholds],
             "worst_variant": self.worst_variant(),
