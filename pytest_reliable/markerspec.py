@@ -46,6 +46,8 @@ class ReliableSpec:
     max_std: float | None = None
     min_pass_at_k: float | None = None
     min_pass_hat_k: float | None = None
+    stop_early: bool | None = None
+    """Stop the resamplings once every verdict is settled; None = ``--reliable-stop-early``."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,8 @@ def parse_reliable(kwargs: Mapping[str, Any], *, space_exists: Callable[[Any], b
     for name in RELIABLE_THRESHOLDS:
         if values.get(name) is not None:
             values[name] = _unit(marker, name, values[name])
+    if values.get("stop_early") is not None and not isinstance(values["stop_early"], bool):
+        raise MarkerArgumentError(marker, "stop_early", values["stop_early"], "allowed: True or False")
     _check_space(marker, values.get("space"), space_exists)
     return ReliableSpec(**values)
 

@@ -36,7 +36,7 @@ mft = pytest.mark.mft
 MARKERS = {
     "reliable": "reliable(space=None, eps=0.01, delta=0.1, n=None, mode='ilr', confidence=0.95, "
     "min_score=, min_lower_ci=, min_median=, min_worst=, max_spread=, max_std=, temperature=, k=1, "
-    "min_pass_at_k=, min_pass_hat_k=, min_cells=20, max_tokens=32): evaluate the model under "
+    "min_pass_at_k=, min_pass_hat_k=, min_cells=20, max_tokens=32, stop_early=None): evaluate the model under "
     "resampled meaning-preserving prompt variants and gate on robustness thresholds.",
     "invariance": "invariance(perturb=[...], max_flip_rate=0.0, space=None, confidence=0.95, "
     "tolerance=None, gate_on_bound=False): CheckList INV test: predictions must not change under "

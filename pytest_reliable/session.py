@@ -34,6 +34,7 @@ from pytest_reliable.report.model import ChecklistReport, ReliableReport
 from pytest_reliable.runner import Budget, ProgressEvent, Runner, number_samples
 from pytest_reliable.sampling import derive_seed
 from pytest_reliable.space import Space
+from pytest_reliable.stopping import run_until_settled
 from pytest_reliable.summary import summarize
 
 DEFAULT_N = 10
@@ -214,6 +215,7 @@ class ReliableSession:
             return append_resamplings(head, staged.run(head.n_resamplings, n, canonical=False))
 
         auto: NStarOutcome | None = None
+        stopped_early, stop_reason = False, None
         if spec.n is None and self.settings.n == "auto":
             reference = (
                 self.model_named(self.settings.reference_model)
@@ -235,7 +237,21 @@ class ReliableSession:
             matrix = auto.matrix
         else:
             n = spec.n or (self.settings.n if isinstance(self.settings.n, int) else DEFAULT_N)
-            matrix = run(int(n), model)
+            stop_early = spec.stop_early if spec.stop_early is not None else self.settings.stop_early
+            if stop_early:
+                stopped = run_until_settled(
+                    StagedEvaluation(dataset, task, space, dataclasses.replace(base, n=int(n)),
+                                     self.runner(model, nodeid)),
+                    {name: (direction, float(getattr(spec, name)))
+                     for name, direction in RELIABLE_THRESHOLDS.items()
+                     if getattr(spec, name) is not None},
+                    decide=getattr(spec, "decide", "pass-on-evidence"),
+                    confidence=spec.confidence,
+                )
+                matrix, stop_reason = stopped.matrix, stopped.reason
+                stopped_early = stopped.stopped_early
+            else:
+                matrix = run(int(n), model)
 
         summary = summarize(
             matrix, space, mode=spec.mode, eps=spec.eps, delta=spec.delta,
@@ -270,6 +286,8 @@ class ReliableSession:
             problems=list(matrix.problems),
             n_star_method=auto.method if auto else ("paper" if n_star_source else None),
             n_star_paper=auto.n_star_paper if auto else None,
+            stopped_early=stopped_early,
+            stop_reason=stop_reason,
         )
 
     # -- CheckList tests -------------------------------------------------------------------
