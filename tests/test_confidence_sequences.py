@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_reliable.stats import betting_cs
+from pytest_reliable.stats import asymptotic_cs, betting_cs
 
 MEAN = 0.7
 
@@ -97,3 +97,30 @@ def test_invalid_arguments(kwargs: dict, fragment: str) -> None:
     with pytest.raises(ValueError) as info:
         betting_cs(**kwargs)
     assert fragment in str(info.value)
+
+
+# --------------------------------------------------------------------------- asymptotic sequence
+
+
+def test_asymptotic_sequence_uniform_coverage_after_its_burn_in() -> None:
+    alpha, count = 0.1, 400
+    x = _sequences(count, 100, seed=5)
+    ever_missed = np.zeros(count, dtype=bool)
+    for j in range(count):
+        cs = asymptotic_cs(x[j], alpha, t_opt=25)
+        ever_missed[j] = ((cs.low > MEAN) | (cs.high < MEAN)).any()
+    rate = ever_missed.mean()
+    se = math.sqrt(alpha * (1 - alpha) / count)
+    print(f"asymptotic: P(ever outside) = {rate:.3f} (promised <= {alpha}, MC se {se:.3f})")
+    assert rate <= alpha + 2 * se
+
+
+def test_asymptotic_sequence_is_tighter_than_betting() -> None:
+    x = _sequences(1, 60, seed=6)[0]
+    betting, asymptotic = betting_cs(x, 0.05), asymptotic_cs(x, 0.05)
+    # No bound before the burn-in (t_min=10): [0, 1] for scores in [0, 1].
+    assert np.all(asymptotic.low[:9] == 0.0) and np.all(asymptotic.high[:9] == 1.0)
+    width_b = betting.high[-1] - betting.low[-1]
+    width_a = asymptotic.high[-1] - asymptotic.low[-1]
+    assert width_a < 0.8 * width_b
+    assert asymptotic.low[-1] < x.mean() < asymptotic.high[-1]
