@@ -34,8 +34,8 @@ from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_reliable.evaluation import ScoreMatrix  # noqa: E402
-from pytest_reliable.stopping import batch_size, run_until_settled  # noqa: E402
+from pytest_reliable.evaluation import ScoreMatrix
+from pytest_reliable.stopping import batch_size, run_until_settled
 
 LIMIT, CONFIDENCE, FORMAT_EFFECT, CONCENTRATION = 0.7, 0.95, 0.05, 10.0
 DISTANCES = (-0.1, 0.0, 0.05, 0.1, 0.2)
@@ -94,6 +94,12 @@ def naive_peeking(scores: np.ndarray, step: int) -> tuple[int, bool]:
     return n, fixed_n_lower(scores) >= LIMIT
 
 
+def rate(values: list[bool]) -> str:
+    """A pass rate with its Monte Carlo standard error."""
+    p = float(np.mean(values))
+    return f"{p:.3f}+-{math.sqrt(max(p * (1 - p), 1e-12) / len(values)):.3f}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=200)
@@ -130,10 +136,6 @@ def main() -> int:
             early_calls.append(stopped.matrix.calls_made)
             naive_pass.append(naive_peeking(scores, step)[1])
         reps = args.reps
-
-        def rate(values: list[bool]) -> str:
-            p = float(np.mean(values))
-            return f"{p:.3f}+-{math.sqrt(max(p * (1 - p), 1e-12) / reps):.3f}"
 
         calls = np.array(early_calls, dtype=float)
         mean_calls, se_calls = calls.mean(), calls.std(ddof=1) / math.sqrt(reps)

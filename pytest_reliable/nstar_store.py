@@ -16,7 +16,7 @@ import tempfile
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 
 class NStarStoreWarning(UserWarning):
@@ -70,7 +70,7 @@ class NStarEntry:
         return cls(n_star, reliable, float(eps), paper)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -30,10 +30,10 @@ from statsmodels.stats.contingency_tables import mcnemar as _sm_mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
 __all__ = [
+    "ConfidenceSequence",
     "McNemarResult",
     "Moments",
     "NStarResult",
-    "ConfidenceSequence",
     "ORPResult",
     "PairedComparison",
     "Ranges",
