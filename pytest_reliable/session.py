@@ -235,6 +235,8 @@ class ReliableSession:
                 extend=extend,
             )
             matrix = auto.matrix
+            if spec.stop_early or (spec.stop_early is None and self.settings.stop_early):
+                stop_reason = "not under --reliable-n auto: n* sizes the run"
         else:
             n = spec.n or (self.settings.n if isinstance(self.settings.n, int) else DEFAULT_N)
             stop_early = spec.stop_early if spec.stop_early is not None else self.settings.stop_early

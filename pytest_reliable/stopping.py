@@ -12,7 +12,7 @@ What the bounds cover, honestly:
   are drawn independently from the space, so a confidence sequence over them covers mu_I, the
   mean over the space *for these instances*, not the mean over instances like them. Which
   sequence: see `SEQUENCE` (the asymptotic one by default: it settles a model 0.1 from its limit
-  with >= 3x fewer calls; the exact betting one only 1.5x).
+  with >= 3x fewer calls; the exact betting one only 1.4x).
 - Instance sampling enters as a margin: the bound on mu (the threshold's estimand, SPEC section 11)
   is the sequence's bound widened by z * se_I, where se_I is the standard error over instances of
   their mean scores. The error budget alpha = 1 - confidence is split in halves: alpha/2 for the
@@ -79,7 +79,8 @@ SEQUENCE = "asymptotic"
 """Which confidence sequence stops a gate. ``betting`` (`stats.betting_cs`) is exact for any
 scores in [0, 1] but pays for that range: resampling means vary by a few points, and with bets
 truncated to keep the capital positive over all of [0, 1] it needed about 70 resamplings to settle
-a model 0.1 above its limit (1.5x fewer calls than n=100, benchmarks/bench_calls_to_verdict.py).
+a model 0.1 above its limit (1.4x fewer calls than n=100, benchmarks/bench_calls_to_verdict.py
+--sequence betting).
 ``asymptotic`` (`stats.asymptotic_cs`) uses the observed variance, as the gate's own normal bounds
 do, and settles the same model in a few batches; its error rates are measured there."""
 
