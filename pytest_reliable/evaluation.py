@@ -213,3 +213,57 @@ def grade_cells(
         calls_cached=cached,
         problems=problems,
     )
+
+
+class StagedEvaluation:
+    """One evaluation of ``settings.n`` resamplings, run a range of resamplings at a time.
+
+    Used where how many resamplings to run is decided along the way (a pilot extended to n*, a
+    gate that stops early). Every prompt and sample index comes from the whole plan, numbered once
+    in plan order, so a staged run calls exactly what one `evaluate` of the same n would call and
+    shares its cache entries; a run stopped at m is the prefix of the run of n.
+    """
+
+    def __init__(
+        self,
+        dataset: Sequence[dict[str, Any]],
+        task: Any,
+        space: Space,
+        settings: EvaluationSettings,
+        runner: Runner,
+    ) -> None:
+        self.dataset, self.task, self.settings, self.runner = dataset, task, settings, runner
+        self.cells = plan_cells(dataset, task, space, settings)
+        self.requests = number_samples(
+            [(list(c.prompt.messages), c.params) for c in self.cells], settings.nodeid
+        )
+        for cell, request in zip(self.cells, self.requests):
+            cell.sample = request.sample_index
+
+    def run(self, start: int, stop: int, *, canonical: bool) -> ScoreMatrix:
+        """Resamplings ``start..stop-1`` (rows of the result), plus the canonical pass if asked."""
+        chosen = [
+            j for j, c in enumerate(self.cells)
+            if start <= c.resampling < stop or (canonical and c.resampling == CANONICAL)
+        ]
+        results = self.runner.run([self.requests[j] for j in chosen])
+        settings = replace(self.settings, n=stop)
+        matrix = grade_cells(
+            self.dataset, self.task, [self.cells[j] for j in chosen], results, settings
+        )
+        return replace(matrix, scores=matrix.scores[start:], parsed=matrix.parsed[start:])
+
+
+def append_resamplings(head: ScoreMatrix, tail: ScoreMatrix) -> ScoreMatrix:
+    """``head``'s resamplings followed by ``tail``'s (a later range of the same plan, without a
+    canonical pass); the canonical pass is ``head``'s. Calls and problems add up."""
+    return ScoreMatrix(
+        scores=np.vstack([head.scores, tail.scores]),
+        parsed=np.vstack([head.parsed, tail.parsed]),
+        canonical_scores=head.canonical_scores,
+        canonical_parsed=head.canonical_parsed,
+        cells=head.resampling_cells() + tail.resampling_cells() + head.canonical_cells(),
+        calls_made=head.calls_made + tail.calls_made,
+        calls_cached=head.calls_cached + tail.calls_cached,
+        problems=head.problems + tail.problems,
+    )

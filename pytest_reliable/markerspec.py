@@ -65,6 +65,8 @@ class ReliableSpec:
         if self.group_by is not None:
             return self.group_by
         return "formats" if self.mode == "fixed" else "dimensions"
+    stop_early: bool | None = None
+    """Stop the resamplings once every verdict is settled; None = ``--reliable-stop-early``."""
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,8 @@ def parse_reliable(kwargs: Mapping[str, Any], *, space_exists: Callable[[Any], b
             marker, "order_group_by", values["order_group_by"],
             "allowed: " + " or ".join(repr(g) for g in ORDER_GROUPINGS),
         )
+    if values.get("stop_early") is not None and not isinstance(values["stop_early"], bool):
+        raise MarkerArgumentError(marker, "stop_early", values["stop_early"], "allowed: True or False")
     _check_space(marker, values.get("space"), space_exists)
     return ReliableSpec(**values)
 

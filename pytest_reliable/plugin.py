@@ -225,6 +225,13 @@ OPTIONS = (
            convert=_integer(2)),
     Option("reference-model", "model of the --reliable-n auto pilot (default: the model under "
            "test)."),
+    Option("n-method", "n* of --reliable-n auto: bootstrap (default: fresh resamplings, may "
+           "extend the pilot) or paper (ReliableEval's subsets, n* <= pilot).",
+           choices=("bootstrap", "paper")),
+    Option("n-max", "most resamplings a bootstrap n* may run (default 1000).",
+           convert=_integer(1)),
+    Option("stop-early", "run resamplings in batches and stop once every threshold's verdict "
+           "is settled by anytime-valid bounds (as the marker's stop_early=True).", kind="bool"),
     Option("seed", "seed of the variant draws: an integer or 'last' (default 0: a gate draws the "
            "same pre-registered variants every run).", convert=_seed),
     Option("model", "model name for the OpenAI-compatible adapter, or 'local' for the embedded "
@@ -313,11 +320,12 @@ def read_settings(config: pytest.Config) -> tuple[Settings, dict[str, Any]]:
     raw = {option.name: option_value(config, option) for option in OPTIONS}
     settings = Settings(rootdir=config.rootpath)
     for name in ("n", "pilot-n", "concurrency", "max-retries", "timeout", "record", "model",
-                 "base-url", "reference-model", "api-key-env", "decide"):
+                 "base-url", "reference-model", "api-key-env", "decide", "n-method", "n-max"):
         if raw[name] is not None:
             setattr(settings, name.replace("-", "_"), raw[name])
     if raw["budget"] is not None:
         settings.budget_calls, settings.budget_tokens = raw["budget"]
+    settings.stop_early = bool(raw["stop-early"])
     settings.no_cache = bool(raw["no-cache"])
     if settings.no_cache and settings.record == "none":
         raise pytest.UsageError(

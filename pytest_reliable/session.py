@@ -15,14 +15,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_reliable import stats
 from pytest_reliable.cache import BudgetLedger, ResponseCache, check_cache_path
 from pytest_reliable.data import Dataset
 from pytest_reliable.errors import ReliableConfigError
-from pytest_reliable.evaluation import EvaluationSettings, ScoreMatrix, evaluate
+from pytest_reliable.evaluation import (
+    EvaluationSettings,
+    ScoreMatrix,
+    StagedEvaluation,
+    append_resamplings,
+    evaluate,
+)
 from pytest_reliable.gate import DEFAULT_POLICY, reliable_thresholds
-from pytest_reliable.markerspec import ChecklistSpec, ReliableSpec
+from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
 from pytest_reliable.models.base import AsyncModel, SamplingParams
+from pytest_reliable.nstar import DEFAULT_METHOD, DEFAULT_N_MAX, NStarOutcome, run_auto
 from pytest_reliable.nstar_store import NStarKey, NStarStore
 from pytest_reliable.report.model import ChecklistReport, ReliableReport
 from pytest_reliable.runner import (
@@ -34,6 +40,7 @@ from pytest_reliable.runner import (
 )
 from pytest_reliable.sampling import derive_seed
 from pytest_reliable.space import Space
+from pytest_reliable.stopping import run_until_settled
 from pytest_reliable.summary import check_scores, summarize
 
 log = logging.getLogger("pytest_reliable.session")
@@ -69,6 +76,9 @@ class Settings:
     """Names this run in the shared budget ledger: the controller's id under pytest-xdist."""
     decide: str = DEFAULT_POLICY
     """The project's default policy for thresholds (a marker's ``decide=`` wins)."""
+    n_method: str = DEFAULT_METHOD
+    n_max: int = DEFAULT_N_MAX
+    stop_early: bool = False
 
     def __post_init__(self) -> None:
         if self.cache_path is None:
@@ -229,18 +239,25 @@ class ReliableSession:
             nodeid=nodeid,
         )
 
+        decide = spec.decide or self.settings.decide
         runners: list[Runner] = []
+
+        def new_runner(on: AsyncModel) -> Runner:
+            runners.append(self.runner(on, nodeid))
+            return runners[-1]
 
         def run(n: int, on: AsyncModel) -> ScoreMatrix:
             settings = dataclasses.replace(base, n=n)
-            runners.append(self.runner(on, nodeid))
-            return evaluate(dataset, task, space, settings, runners[-1])
+            return evaluate(dataset, task, space, settings, new_runner(on))
 
-        # (n*, reliable, achievable eps) from a pilot or the store; None = from the resamplings.
-        n_star_override: tuple[int, bool, float] | None = None
-        n_star_source: str | None = "resamplings"
-        pilot_n: int | None = None
-        extra_made = extra_cached = 0
+        def extend(head: ScoreMatrix, n: int) -> ScoreMatrix:
+            staged = StagedEvaluation(
+                dataset, task, space, dataclasses.replace(base, n=n), new_runner(model)
+            )
+            return append_resamplings(head, staged.run(head.n_resamplings, n, canonical=False))
+
+        auto: NStarOutcome | None = None
+        stopped_early, stop_reason = False, None
         if spec.n is None and self.settings.n == "auto":
             reference = (
                 self.model_named(self.settings.reference_model)
@@ -251,38 +268,34 @@ class ReliableSession:
                 nodeid=nodeid, space_hash=space.hash, dataset_hash=dataset.hash,
                 reference_model=reference.identity, mode=spec.mode, eps=spec.eps,
                 delta=spec.delta, seed=self.settings.seed, pilot_n=self.settings.pilot_n,
+                n_star_method=self.settings.n_method, n_max=self.settings.n_max,
             )
             assert self.settings.store_dir is not None
-            store = NStarStore(self.settings.store_dir)
-            stored = store.get(key)
-            if stored is not None:
-                n_star_source = "store"
-                n_star_override = (
-                    int(stored["n_star"]), bool(stored["reliable"]),
-                    float(stored["achievable_eps"]),
-                )
-                matrix = run(n_star_override[0], model)
-            else:
-                n_star_source, pilot_n = "pilot", self.settings.pilot_n
-                pilot = run(self.settings.pilot_n, reference)
-                found = stats.min_reliable_n(
-                    pilot.resampling_scores(), eps=spec.eps, delta=spec.delta
-                )
-                n_star_override = (
-                    int(found.n_star), bool(found.reliable), float(found.achievable_eps)
-                )
-                store.put(key, n_star=n_star_override[0], reliable=n_star_override[1],
-                          achievable_eps=n_star_override[2])
-                if reference is model:
-                    # Prefix-consistent plans: the pilot's first n* resamplings are the gate,
-                    # and every pilot call counts.
-                    matrix = pilot.head(n_star_override[0])
-                else:
-                    extra_made, extra_cached = pilot.calls_made, pilot.calls_cached
-                    matrix = run(n_star_override[0], model)
+            auto = run_auto(
+                key, NStarStore(self.settings.store_dir), reference_is_model=reference is model,
+                run=lambda n, on_reference: run(n, reference if on_reference else model),
+                extend=extend,
+            )
+            matrix = auto.matrix
+            if spec.stop_early or (spec.stop_early is None and self.settings.stop_early):
+                stop_reason = "not under --reliable-n auto: n* sizes the run"
         else:
             n = spec.n or (self.settings.n if isinstance(self.settings.n, int) else DEFAULT_N)
-            matrix = run(int(n), model)
+            stop_early = spec.stop_early if spec.stop_early is not None else self.settings.stop_early
+            if stop_early:
+                stopped = run_until_settled(
+                    StagedEvaluation(dataset, task, space, dataclasses.replace(base, n=int(n)),
+                                     new_runner(model)),
+                    {name: (direction, float(getattr(spec, name)))
+                     for name, direction in RELIABLE_THRESHOLDS.items()
+                     if getattr(spec, name) is not None},
+                    decide=decide,
+                    confidence=spec.confidence,
+                )
+                matrix, stop_reason = stopped.matrix, stopped.reason
+                stopped_early = stopped.stopped_early
+            else:
+                matrix = run(int(n), model)
 
         check_scores(matrix, task, dataset)
         summary = summarize(
@@ -290,9 +303,11 @@ class ReliableSession:
             min_cells=spec.min_cells, confidence=spec.confidence,
             group_by=spec.grouping(), order_group_by=spec.order_group_by,
         )
-        decide = spec.decide or self.settings.decide
-        if n_star_override is not None:
-            summary.n_star, summary.n_star_reliable, summary.achievable_eps = n_star_override
+        n_star_source: str | None = "resamplings"
+        if auto is not None:
+            n_star_source = auto.source
+            summary.n_star, summary.n_star_reliable = auto.n_star, auto.reliable
+            summary.achievable_eps = auto.achievable_eps
         if summary.n_star is None:
             n_star_source = None
         temperature = (
@@ -311,15 +326,19 @@ class ReliableSession:
             thresholds=reliable_thresholds(spec, summary, decide),
             decide=decide,
             n_star_source=n_star_source,
-            pilot_n=pilot_n,
+            pilot_n=auto.pilot_n if auto else None,
             temperature=float(temperature),
-            calls_made=matrix.calls_made + extra_made,
-            calls_cached=matrix.calls_cached + extra_cached,
+            calls_made=matrix.calls_made + (auto.extra_made if auto else 0),
+            calls_cached=matrix.calls_cached + (auto.extra_cached if auto else 0),
             problems=list(matrix.problems),
             prompt_tokens={
                 "prompt_tokens_sent": sum(r.stats.prompt_tokens for r in runners),
                 "prompt_tokens_evaluated": sum(r.stats.prompt_tokens_evaluated for r in runners),
             },
+            n_star_method=auto.method if auto else ("paper" if n_star_source else None),
+            n_star_paper=auto.n_star_paper if auto else None,
+            stopped_early=stopped_early,
+            stop_reason=stop_reason,
         )
 
     # -- CheckList tests -------------------------------------------------------------------

@@ -169,6 +169,15 @@ def not_reliable_notes(entries: list[dict[str, Any]], names: dict[str, str]) -> 
     notes = []
     for entry in entries:
         if entry.get("kind") == "reliable" and entry.get("n_star_reliable") is False:
+            if entry.get("n_star_method") == "bootstrap":
+                notes.append(
+                    f"! {names.get(entry.get('nodeid', ''), entry.get('nodeid'))}: n* = "
+                    f"{entry.get('n_star')} is beyond the cap (--reliable-n-max): ran "
+                    f"{entry.get('n_resamplings')}, not reliable at (eps={entry.get('eps')}, "
+                    f"delta={entry.get('delta')}); they vouch for "
+                    f"eps={num(entry.get('achievable_eps'), 4)}"
+                )
+                continue
             notes.append(
                 f"! {names.get(entry.get('nodeid', ''), entry.get('nodeid'))}: n* = "
                 f"{entry.get('n_star')} is all the resamplings there were: not reliable at "

@@ -57,6 +57,13 @@ class ReliableReport:
     prompt_tokens: dict[str, int] = field(default_factory=dict)  # prompt_tokens_sent/_evaluated
     decide: str | None = None
     """The policy the thresholds were decided under (SPEC section 11)."""
+    n_star_method: str | None = None
+    """How n* was computed: "bootstrap" or "paper" (SPEC section 7); None without n*."""
+    n_star_paper: int | None = None
+    """The paper's n* from the same pilot, beside a ``bootstrap`` n*."""
+    stopped_early: bool = False
+    stop_reason: str | None = None
+    """Why the resamplings ended where they did, under ``stop_early`` (None otherwise)."""
     fields: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -147,7 +154,11 @@ class ReliableReport:
             "eps": self.eps,
             "delta": self.delta,
             "n_star_source": self.n_star_source,
+            "n_star_method": self.n_star_method,
+            "n_star_paper": self.n_star_paper,
             "pilot_n": self.pilot_n,
+            "stopped_early": self.stopped_early,
+            "stop_reason": self.stop_reason,
             "calls": {"made": self.calls_made, "cached": self.calls_cached, **self.prompt_tokens},
             "decide": self.decide,
             "confidence": self.summary.confidence,

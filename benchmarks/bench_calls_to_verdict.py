@@ -1,0 +1,158 @@
+"""Benchmark: model calls to a verdict, with and without early stopping, and the error rates.
+
+Run from the repository root::
+
+    python benchmarks/bench_calls_to_verdict.py [--reps 200] [--n 100] [--instances 200]
+
+Simulated models of known truth: instance i has accuracy a_i (a Beta sample, rescaled into
+[0.05, 0.95]), resampling r a format effect of +-0.05 (fair coin), and cell (r, i) is right with
+probability a_i + f_r: the true score over instances like these and over the space is exactly the
+Beta mean, placed at distances -0.1, 0, 0.05, 0.1 and 0.2 from the limit ``min_score=0.7``.
+Each gate draws fresh instances and resamplings.
+
+Both gates decide ``min_score`` under pass-on-evidence with the same fixed-n bound (the mean's
+one-sided 95% lower bound with a two-way standard error: resamplings and instances), the full one
+after n resamplings, the early-stopping one after the resamplings `stopping.run_until_settled`
+(the plugin's own loop, anytime-valid bounds) ran. A third column re-checks the fixed-n bound after
+every batch and stops when it clears or fails by it (the mistake the confidence sequence avoids).
+Calls = instances x (resamplings + 1 canonical sample). Rates carry their Monte Carlo standard
+errors. Targets: >= 3x fewer calls at |distance| >= 0.1; pass rate at distance 0 <= 0.05 (the
+promise of pass-on-evidence) within Monte Carlo error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy import stats as sps
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pytest_reliable.evaluation import ScoreMatrix
+from pytest_reliable.stopping import batch_size, run_until_settled
+
+LIMIT, CONFIDENCE, FORMAT_EFFECT, CONCENTRATION = 0.7, 0.95, 0.05, 10.0
+DISTANCES = (-0.1, 0.0, 0.05, 0.1, 0.2)
+TARGET_SAVING = 3.0
+
+
+@dataclass
+class SimulatedEvaluation:
+    """Duck-types `evaluation.StagedEvaluation`: rows of one seeded gate's score matrix."""
+
+    scores: np.ndarray
+    settings: object = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.settings = type("Settings", (), {"n": self.scores.shape[0]})()
+
+    def run(self, start: int, stop: int, *, canonical: bool) -> ScoreMatrix:
+        rows = self.scores[start:stop]
+        n_instances = self.scores.shape[1]
+        return ScoreMatrix(
+            scores=rows, parsed=np.ones_like(rows, dtype=bool),
+            canonical_scores=np.zeros((1, n_instances)),
+            canonical_parsed=np.ones((1, n_instances), dtype=bool), cells=[],
+            calls_made=rows.size + (n_instances if canonical else 0),
+        )
+
+
+def simulate(truth: float, n: int, n_instances: int, rng: np.random.Generator) -> np.ndarray:
+    inner = (truth - FORMAT_EFFECT) / (1 - 2 * FORMAT_EFFECT)
+    a = FORMAT_EFFECT + (1 - 2 * FORMAT_EFFECT) * rng.beta(
+        inner * CONCENTRATION, (1 - inner) * CONCENTRATION, n_instances
+    )
+    f = FORMAT_EFFECT * rng.choice([-1.0, 1.0], n)
+    return (rng.random((n, n_instances)) < a[None, :] + f[:, None]).astype(np.float64)
+
+
+def fixed_n_lower(scores: np.ndarray) -> float:
+    """The mean's one-sided lower bound at CONFIDENCE, two-way standard error."""
+    m, n_instances = scores.shape
+    var_r = float(np.var(scores.mean(axis=1), ddof=1)) / m if m > 1 else 0.25
+    var_i = float(np.var(scores.mean(axis=0), ddof=1)) / n_instances
+    return float(scores.mean()) - float(sps.norm.ppf(CONFIDENCE)) * math.sqrt(var_r + var_i)
+
+
+def fixed_n_upper(scores: np.ndarray) -> float:
+    return 2 * float(scores.mean()) - fixed_n_lower(scores)
+
+
+def naive_peeking(scores: np.ndarray, step: int) -> tuple[int, bool]:
+    """Stop at the first batch where the fixed-n bound clears or falls short of the limit."""
+    n = scores.shape[0]
+    for m in range(step, n, step):
+        head = scores[:m]
+        if fixed_n_lower(head) >= LIMIT or fixed_n_upper(head) < LIMIT:
+            return m, fixed_n_lower(head) >= LIMIT
+    return n, fixed_n_lower(scores) >= LIMIT
+
+
+def rate(values: list[bool]) -> str:
+    """A pass rate with its Monte Carlo standard error."""
+    p = float(np.mean(values))
+    return f"{p:.3f}+-{math.sqrt(max(p * (1 - p), 1e-12) / len(values)):.3f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=200)
+    parser.add_argument("--n", type=int, default=100, help="resamplings of a full gate")
+    parser.add_argument("--instances", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sequence", choices=("asymptotic", "betting"), default="asymptotic",
+                        help="the confidence sequence that stops the gate")
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    thresholds = {"min_score": ("min", LIMIT)}
+    step = batch_size(args.n)
+    full_calls = args.instances * (args.n + 1)
+    print(f"min_score={LIMIT} under pass-on-evidence at {CONFIDENCE:.0%}; {args.instances} "
+          f"instances, n={args.n} resamplings, batches of {step}, {args.reps} gates per row, "
+          f"{args.sequence} confidence sequence")
+    header = (f"{'truth-limit':>11}  {'full: calls':>11}  {'pass rate':>13}  "
+              f"{'early: calls':>14}  {'pass rate':>13}  {'saving':>6}  "
+              f"{'peeking: pass rate':>18}")
+    print(header)
+    print("-" * len(header))
+    failures = []
+    start = time.perf_counter()
+    for distance in DISTANCES:
+        full_pass, early_pass, naive_pass, early_calls = [], [], [], []
+        for _ in range(args.reps):
+            scores = simulate(LIMIT + distance, args.n, args.instances, rng)
+            full_pass.append(fixed_n_lower(scores) >= LIMIT)
+            stopped = run_until_settled(
+                SimulatedEvaluation(scores), thresholds, decide="pass-on-evidence",
+                confidence=CONFIDENCE, batch=step, sequence=args.sequence,
+            )
+            early_pass.append(fixed_n_lower(stopped.matrix.scores) >= LIMIT)
+            early_calls.append(stopped.matrix.calls_made)
+            naive_pass.append(naive_peeking(scores, step)[1])
+        reps = args.reps
+
+        calls = np.array(early_calls, dtype=float)
+        mean_calls, se_calls = calls.mean(), calls.std(ddof=1) / math.sqrt(reps)
+        saving = full_calls / mean_calls
+        print(f"{distance:>+11.2f}  {full_calls:>11d}  {rate(full_pass):>13}  "
+              f"{mean_calls:>8.0f}+-{se_calls:<5.0f}  {rate(early_pass):>13}  {saving:>5.1f}x  "
+              f"{rate(naive_pass):>18}")
+        p0 = float(np.mean(early_pass))
+        if distance <= 0 and p0 > 1 - CONFIDENCE + 2 * math.sqrt(0.05 * 0.95 / reps):
+            failures.append(f"early-stopping pass rate {p0:.3f} at distance {distance}")
+        if abs(distance) >= 0.1 and saving < TARGET_SAVING:
+            failures.append(f"saving {saving:.1f}x < {TARGET_SAVING}x at distance {distance}")
+    print(f"({time.perf_counter() - start:.0f} s)")
+    for failure in failures:
+        print("TARGET MISSED:", failure)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

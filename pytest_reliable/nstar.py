@@ -1,0 +1,123 @@
+"""How many resamplings a gate runs under ``--reliable-n auto`` (SPEC section 7), without pytest.
+
+`run_auto` is the whole policy: reuse a stored n*, or run a pilot on the reference model, compute
+n* from its per-resampling scores (`stats.min_reliable_n` with the chosen method), store it, and
+return the score matrix the gate decides on. When the reference is the model under test the pilot
+is the gate's prefix (plans are prefix-consistent): its first n* resamplings gate, or, when a
+bootstrap n* exceeds the pilot, the plan is extended beyond the pilot up to n* (at most the cap)
+and only the new resamplings are called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy.typing as npt
+
+from pytest_reliable import stats
+from pytest_reliable.evaluation import ScoreMatrix
+from pytest_reliable.nstar_store import NStarEntry, NStarKey, NStarStore
+
+N_STAR_METHODS = stats.N_STAR_METHODS
+DEFAULT_METHOD = "bootstrap"
+"""The gate's question is about fresh resamplings; the paper's subsets over-promise there."""
+DEFAULT_N_MAX = 1000
+
+
+@dataclass(frozen=True)
+class NStarOutcome:
+    """What ``--reliable-n auto`` decided for one test, and the matrix the gate uses."""
+
+    matrix: ScoreMatrix
+    n_star: int
+    """The estimate, uncapped: above ``n_max`` when the cap stopped the run."""
+    reliable: bool
+    achievable_eps: float
+    source: str
+    """"pilot" or "store"."""
+    method: str
+    n_star_paper: int | None
+    pilot_n: int | None
+    """The pilot's size when one ran in this run, else None."""
+    extra_made: int = 0
+    extra_cached: int = 0
+    """Calls of a pilot on another reference model (not part of ``matrix``)."""
+
+
+RunFull = Callable[[int, bool], ScoreMatrix]
+"""``run(n, on_reference)``: evaluate n resamplings on the reference (True) or the model under test."""
+Extend = Callable[[ScoreMatrix, int], ScoreMatrix]
+"""``extend(matrix, n)``: the model under test's resamplings ``matrix.n..n-1`` of the same plan."""
+
+
+def find_n_star(
+    pilot_scores: npt.ArrayLike, eps: float, delta: float, method: str, n_max: int
+) -> NStarEntry:
+    """n* of a pilot's per-resampling scores; with ``bootstrap`` the paper's n* rides along."""
+    found = stats.min_reliable_n(pilot_scores, eps=eps, delta=delta, method=method, n_max=n_max)
+    paper = None
+    if method == "bootstrap":
+        paper = int(stats.min_reliable_n(pilot_scores, eps=eps, delta=delta).n_star)
+    return NStarEntry(int(found.n_star), bool(found.reliable), float(found.achievable_eps), paper)
+
+
+def run_auto(
+    key: NStarKey,
+    store: NStarStore,
+    *,
+    reference_is_model: bool,
+    run: RunFull,
+    extend: Extend,
+) -> NStarOutcome:
+    """Gate resamplings under ``--reliable-n auto``; ``key`` carries eps, delta, method and cap."""
+    method, n_max = key.n_star_method, key.n_max
+    stored = store.get(key)
+    if stored is not None:
+        matrix = run(min(stored.n_star, n_max), False)
+        return _outcome(matrix, stored, "store", method, pilot_n=None)
+
+    pilot = run(key.pilot_n, True)
+    entry = find_n_star(pilot.resampling_scores(), key.eps, key.delta, method, n_max)
+    store.put(key, entry)
+    n_gate = min(entry.n_star, n_max)
+    if not reference_is_model:
+        matrix = run(n_gate, False)
+        return _outcome(matrix, entry, "pilot", method, key.pilot_n,
+                        extra=(pilot.calls_made, pilot.calls_cached))
+    if n_gate <= pilot.n_resamplings:
+        # The pilot's first n* resamplings are the gate, and every pilot call counts.
+        return _outcome(pilot.head(n_gate), entry, "pilot", method, key.pilot_n)
+    return _outcome(extend(pilot, n_gate), entry, "pilot", method, key.pilot_n)
+
+
+def _outcome(
+    matrix: ScoreMatrix,
+    entry: NStarEntry,
+    source: str,
+    method: str,
+    pilot_n: int | None,
+    extra: tuple[int, int] = (0, 0),
+) -> NStarOutcome:
+    return NStarOutcome(
+        matrix=matrix,
+        n_star=entry.n_star,
+        reliable=entry.reliable,
+        achievable_eps=entry.achievable_eps,
+        source=source,
+        method=method,
+        n_star_paper=entry.n_star_paper,
+        pilot_n=pilot_n,
+        extra_made=extra[0],
+        extra_cached=extra[1],
+    )
+
+
+__all__ = [
+    "DEFAULT_METHOD",
+    "DEFAULT_N_MAX",
+    "N_STAR_METHODS",
+    "NStarOutcome",
+    "find_n_star",
+    "run_auto",
+]

@@ -1,0 +1,58 @@
+"""The early-stopping rule (`pytest_reliable.stopping`) on simulated score matrices."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pytest_reliable.stopping import check, settled
+
+
+@pytest.mark.parametrize("decide", ["pass-on-evidence", "fail-on-evidence", "estimate"])
+def test_settled_when_the_bounds_exclude_the_limit(decide: str) -> None:
+    assert settled("min", 0.5, 0.6, 0.9, decide)      # clears: pass settled
+    assert settled("min", 0.5, 0.1, 0.4, decide)      # falls short: fail settled
+    assert not settled("min", 0.5, 0.4, 0.6, decide)  # either way
+    assert settled("max", 0.2, 0.0, 0.1, decide) and settled("max", 0.2, 0.3, 0.5, decide)
+    assert not settled("max", 0.2, 0.1, 0.3, decide)
+
+
+def test_bad_policy_or_direction() -> None:
+    with pytest.raises(ValueError, match="decide"):
+        settled("min", 0.5, 0.6, 0.9, "vote")
+    with pytest.raises(ValueError, match="direction"):
+        settled("least", 0.5, 0.6, 0.9, "estimate")
+
+
+def _scores(mean: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    a = np.clip(mean + 0.1 * rng.standard_normal(100), 0, 1)
+    return (rng.random((n, 100)) < a[None, :]).astype(float)
+
+
+def test_clear_cut_models_settle_and_a_model_at_the_limit_does_not() -> None:
+    rng = np.random.default_rng(0)
+    kwargs = {"decide": "pass-on-evidence", "confidence": 0.95, "n_planned": 100}
+    assert check({"min_score": ("min", 0.7)}, _scores(0.9, 20, rng), **kwargs).stop
+    assert check({"min_score": ("min", 0.7)}, _scores(0.5, 20, rng), **kwargs).stop
+    assert not check({"min_score": ("min", 0.7)}, _scores(0.7, 20, rng), **kwargs).stop
+    # Before the asymptotic sequence's burn-in nothing settles.
+    assert not check({"min_score": ("min", 0.7)}, _scores(0.9, 5, rng), **kwargs).stop
+
+
+def test_instance_uncertainty_keeps_a_gate_on_few_instances_running() -> None:
+    """Three instances cannot vouch for instances like them, however many resamplings."""
+    rng = np.random.default_rng(1)
+    scores = (rng.random((60, 3)) < np.array([0.95, 0.9, 0.4])).astype(float)
+    decision = check({"min_score": ("min", 0.6)}, scores, decide="pass-on-evidence",
+                     confidence=0.95)
+    assert not decision.stop and "not settled" in decision.reason
+
+
+def test_thresholds_without_anytime_bounds_never_stop_and_canonical_ones_do() -> None:
+    scores = np.ones((30, 10))
+    uncovered = check({"min_score": ("min", 0.5), "max_spread": ("max", 0.1)}, scores,
+                      decide="pass-on-evidence", confidence=0.95)
+    assert not uncovered.stop and "max_spread" in uncovered.reason
+    canonical = check({"min_lower_ci": ("min", 0.5)}, scores[:2], decide="estimate",
+                      confidence=0.95)
+    assert canonical.stop
