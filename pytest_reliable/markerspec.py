@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MODES = ("ilr", "fixed")
+DECIDE_POLICIES = ("pass-on-evidence", "fail-on-evidence", "estimate")
 
 
 class MarkerArgumentError(ValueError):
@@ -46,6 +47,10 @@ class ReliableSpec:
     max_std: float | None = None
     min_pass_at_k: float | None = None
     min_pass_hat_k: float | None = None
+    # Release candidate vs baseline (SPEC section 9); decide is section 11's policy.
+    baseline: str | None = None
+    max_regression: float | None = None
+    decide: str = "pass-on-evidence"
 
 
 @dataclass(frozen=True)
@@ -127,8 +132,11 @@ def _unknown(marker: str, kwargs: Mapping[str, Any], allowed: set[str]) -> None:
             )
 
 
-def parse_reliable(kwargs: Mapping[str, Any], *, space_exists: Callable[[Any], bool]) -> ReliableSpec:
-    """Validate ``@pytest.mark.reliable(**kwargs)``. ``space_exists`` checks a space name."""
+def parse_reliable(
+    kwargs: Mapping[str, Any], *, space_exists: Callable[[Any], bool], has_baseline: bool = True
+) -> ReliableSpec:
+    """Validate ``@pytest.mark.reliable(**kwargs)``. ``space_exists`` checks a space name;
+    ``has_baseline``: whether a baseline is configured outside the marker (fixture, options)."""
     marker = "reliable"
     _unknown(marker, kwargs, RELIABLE_ARGUMENTS)
     values: dict[str, Any] = dict(kwargs)
@@ -151,7 +159,33 @@ def parse_reliable(kwargs: Mapping[str, Any], *, space_exists: Callable[[Any], b
         if values.get(name) is not None:
             values[name] = _unit(marker, name, values[name])
     _check_space(marker, values.get("space"), space_exists)
+    _check_baseline(marker, values, has_baseline)
     return ReliableSpec(**values)
+
+
+def _check_baseline(marker: str, values: dict[str, Any], has_baseline: bool) -> None:
+    """``baseline``: a model name or None; ``max_regression`` in [0, 1], only with a baseline;
+    ``decide``: one of the policies."""
+    if "decide" in values and values["decide"] not in DECIDE_POLICIES:
+        raise MarkerArgumentError(
+            marker, "decide", values["decide"], "allowed: " + ", ".join(map(repr, DECIDE_POLICIES))
+        )
+    baseline = values.get("baseline")
+    if baseline is not None and (not isinstance(baseline, str) or not baseline.strip()):
+        raise MarkerArgumentError(
+            marker, "baseline", baseline,
+            "allowed: a model name for the OpenAI-compatible adapter, 'local' for the embedded "
+            "model, or None (use the reliable_baseline fixture or --reliable-baseline-*)",
+        )
+    if values.get("max_regression") is not None:
+        values["max_regression"] = _unit(marker, "max_regression", values["max_regression"])
+        if baseline is None and not has_baseline:
+            raise MarkerArgumentError(
+                marker, "max_regression", values["max_regression"],
+                "it needs a baseline and none is configured: give baseline='NAME' (or 'local'), "
+                "a reliable_baseline fixture, --reliable-baseline-model or "
+                "--reliable-baseline-report",
+            )
 
 
 def parse_checklist(

@@ -83,6 +83,28 @@ def reliable_row(entry: dict[str, Any], name: str) -> list[str]:
     ]
 
 
+BASELINE_COLUMN = "cand-base [CI]"
+
+
+def baseline_cell(entry: dict[str, Any]) -> str:
+    """Candidate - baseline with its interval (SPEC section 9)."""
+    difference = get(entry, "baseline", "difference")
+    if not isinstance(difference, dict) or difference.get("estimate") is None:
+        return MISSING
+    return (f"{difference['estimate']:+.2f} [{num(difference.get('low'))}, "
+            f"{num(difference.get('high'))}]")
+
+
+def with_baseline_column(
+    header: list[str], rows: list[list[str]], entries: list[dict[str, Any]]
+) -> tuple[list[str], list[list[str]]]:
+    """The candidate - baseline column before the verdict, only when some test has a baseline."""
+    if not any(entry.get("baseline") for entry in entries):
+        return header, rows
+    return ([*header[:-1], BASELINE_COLUMN, header[-1]],
+            [[*row[:-1], baseline_cell(entry), row[-1]] for row, entry in zip(rows, entries)])
+
+
 RELIABLE_HEADER = [
     "test", "n", "mode", "mean±sd", "canonical [95% CI]", "formats min/med/max",
     "orders min/med/max", "pass@1/@k/^k", "n*", "calls new/cached", "verdict",

@@ -13,6 +13,7 @@ from pytest_reliable.report.format import (
     not_reliable_notes,
     reliable_row,
     short_nodeids,
+    with_baseline_column,
 )
 
 
@@ -43,8 +44,8 @@ def markdown_summary(report: dict[str, Any]) -> str:
     reliable = [e for e in entries if e.get("kind") == "reliable"]
     checklist = [e for e in entries if e.get("kind") in ("invariance", "directional", "mft")]
     if reliable:
-        lines += _table(RELIABLE_HEADER, [reliable_row(e, names[str(e.get("nodeid", "?"))])
-                                          for e in reliable])
+        rows = [reliable_row(e, names[str(e.get("nodeid", "?"))]) for e in reliable]
+        lines += _table(*with_baseline_column(RELIABLE_HEADER, rows, reliable))
         lines += [""] + [f"{note}  " for note in not_reliable_notes(reliable, names)]
     if checklist:
         lines += [""] + _table(CHECKLIST_HEADER, [checklist_row(e, names[str(e.get("nodeid", "?"))])

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_reliable.baseline import BaselineComparison, per_instance
 from pytest_reliable.evaluation import ScoreMatrix
 from pytest_reliable.gate import ThresholdCheck
 from pytest_reliable.space import Space
@@ -43,6 +44,9 @@ class ReliableReport:
     calls_made: int
     calls_cached: int
     problems: list[str] = field(default_factory=list)
+    dataset_hash: str | None = None
+    baseline: BaselineComparison | None = None
+    """Candidate - baseline (SPEC section 9) when the test compares against a baseline."""
     fields: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -57,7 +61,8 @@ class ReliableReport:
 
     @property
     def passed(self) -> bool:
-        return not self.problems and all(check.passed for check in self.thresholds)
+        return (not self.problems and all(check.passed for check in self.thresholds)
+                and (self.baseline is None or self.baseline.passed))
 
     @property
     def failed_thresholds(self) -> list[ThresholdCheck]:
@@ -97,6 +102,8 @@ class ReliableReport:
             lines.append("  its rendered prompt for one instance:")
             lines.extend("    " + line for line in prompt.splitlines())
             lines.append(f"  the model answered: {worst['answer']!r}")
+        if self.baseline is not None:
+            lines.extend(self.baseline.message_lines(PROMPT_SHOWN_CHARS))
         return "\n".join(lines)
 
     def entry(self, verdict: str) -> dict[str, Any]:
@@ -115,9 +122,14 @@ class ReliableReport:
             "n_star_source": self.n_star_source,
             "pilot_n": self.pilot_n,
             "calls": {"made": self.calls_made, "cached": self.calls_cached},
-            "thresholds": [check.as_dict() for check in self.thresholds],
+            "thresholds": [check.as_dict() for check in self.thresholds]
+            + ([self.baseline.check.as_dict()] if self.baseline and self.baseline.check else []),
             "worst_variant": self.worst_variant(),
             "message": None if self.passed else self.failure_message(),
+            "dataset_hash": self.dataset_hash,
+            "resampling_scores": [float(s) for s in self.matrix.resampling_scores()],
+            "per_instance": per_instance(self.matrix),
+            "baseline": None if self.baseline is None else self.baseline.as_dict(),
         }
         return json_safe(data)
 

@@ -12,6 +12,7 @@ from pytest_reliable.report.format import (
     not_reliable_notes,
     reliable_row,
     short_nodeids,
+    with_baseline_column,
 )
 
 
@@ -35,7 +36,7 @@ def summary_table(entries: list[dict[str, Any]], *, width: int = 120) -> list[st
     if reliable:
         rows = [reliable_row(e, middle_truncate(names[str(e.get("nodeid", "?"))], name_width))
                 for e in reliable]
-        lines += _table(RELIABLE_HEADER, rows)
+        lines += _table(*with_baseline_column(RELIABLE_HEADER, rows, reliable))
         lines += not_reliable_notes(reliable, names)
     if checklist:
         if lines:
