@@ -27,7 +27,6 @@ their true difference over the whole space (the reversal ORP tries to predict).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import math
 import time
 from pathlib import Path
@@ -49,72 +48,74 @@ PREFERENCE_CORRELATION = 0.3
 MEANS = {"production": -0.55, "candidate": -0.45}  # accuracies about 0.38 and 0.40
 
 
-def _uniforms(*parts: object) -> tuple[float, float]:
-    """Two uniform (0, 1) draws that are a pure function of ``parts`` (no global state)."""
-    digest = hashlib.sha256(repr(parts).encode()).digest()
-    return ((int.from_bytes(digest[:8], "big") + 0.5) / 2**64,
-            (int.from_bytes(digest[8:16], "big") + 0.5) / 2**64)
+class SimulatedWorld:
+    """Two configurations over one pool of instances and formats, drawn from ``seed``.
 
+    P(correct) = sigmoid(mean + instance + preference(format) + interaction(instance, format)).
+    Every component is drawn once, on first use, and kept: a cell's answer is a function of
+    (configuration, instance, format), as at temperature 0.
+    """
 
-def _unit_normal(*parts: object) -> float:
-    """A standard normal draw that is a pure function of ``parts`` (Box-Muller)."""
-    u1, u2 = _uniforms(*parts)
-    return math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2)
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.instance: dict[int, float] = {}
+        self.preference: dict[tuple[str, str], float] = {}
+        self.shared: dict[str, float] = {}
+        self.cell: dict[tuple[str, int, str], tuple[float, float]] = {}
 
+    def _normal(self, table: dict, key: object) -> float:  # type: ignore[type-arg]
+        if key not in table:
+            table[key] = float(self.rng.standard_normal())
+        return table[key]
 
-class SimulatedConfiguration:
-    """P(correct) = sigmoid(mean + instance + preference(format) + interaction(instance, format))."""
-
-    def __init__(self, name: str, world: int) -> None:
-        self.name, self.world = name, world
-
-    def preference(self, fmt: str) -> float:
-        shared = _unit_normal("shared-format", self.world, fmt)
-        own = _unit_normal("own-format", self.world, self.name, fmt)
+    def p_correct(self, config: str, instance: int, fmt: str) -> float:
         r = PREFERENCE_CORRELATION
-        return FORMAT_SD * (math.sqrt(r) * shared + math.sqrt(1 - r) * own)
-
-    def p_correct(self, instance: int, fmt: str) -> float:
-        logit = (MEANS[self.name] + INSTANCE_SD * _unit_normal("instance", self.world, instance)
-                 + self.preference(fmt)
-                 + INTERACTION_SD * _unit_normal("cell", self.world, self.name, instance, fmt))
+        preference = FORMAT_SD * (math.sqrt(r) * self._normal(self.shared, fmt)
+                                  + math.sqrt(1 - r) * self._normal(self.preference, (config, fmt)))
+        interaction, _ = self._cell(config, instance, fmt)
+        logit = (MEANS[config] + INSTANCE_SD * self._normal(self.instance, instance) + preference
+                 + INTERACTION_SD * interaction)
         return 1 / (1 + math.exp(-logit))
 
-    def score(self, instance: int, fmt: str) -> float:
-        u, _ = _uniforms("answer", self.world, self.name, instance, fmt)
-        return float(u < self.p_correct(instance, fmt))
+    def _cell(self, config: str, instance: int, fmt: str) -> tuple[float, float]:
+        key = (config, instance, fmt)
+        if key not in self.cell:
+            self.cell[key] = (float(self.rng.standard_normal()), float(self.rng.random()))
+        return self.cell[key]
 
+    def score(self, config: str, instance: int, fmt: str) -> float:
+        p = self.p_correct(config, instance, fmt)
+        return float(self._cell(config, instance, fmt)[1] < p)
 
-def true_difference(a: SimulatedConfiguration, b: SimulatedConfiguration, formats: list[str],
-                    instances: int) -> float:
-    """Expected score difference over the whole space (every format equally likely)."""
-    return float(np.mean([a.p_correct(i, f) - b.p_correct(i, f)
-                          for i in range(instances) for f in formats]))
+    def true_difference(self, formats: list[str], instances: int) -> float:
+        """Expected candidate - production over the space (``formats``: a large sample of it)."""
+        return float(np.mean([self.p_correct("candidate", i, f)
+                              - self.p_correct("production", i, f)
+                              for i in range(instances) for f in formats]))
 
 
 def run(repeats: int, n: int, instances: int) -> None:
     space = load_spaces(SPACE_FILE)["movies"]
     dataset = Dataset.from_records(list(Dataset.from_bbh(DATA))[:instances])
     task = MultipleChoice()
-    rng = np.random.default_rng(0)
-    # The true difference needs a format sample of the huge space: 400 formats drawn once.
-    format_pool = sorted({make_plan(space, dataset, 1, mode="fixed", seed=int(s), task=task)
-                          .cell(0, 0).variant.format_key for s in rng.integers(1 << 31, size=400)})
+    # The true difference needs a sample of the (huge) space: 200 distinct formats, drawn once.
+    pool_plan = make_plan(space, dataset, 200, mode="fixed", seed=7, task=task)
+    format_pool = sorted({pool_plan.cell(r, 0).variant.format_key for r in range(200)})
     results: dict[str, dict[str, list[float]]] = {m: {"area": [], "sigma_d": [], "rho": [],
                                                      "reversed": []} for m in ("ilr", "fixed")}
     started = time.perf_counter()
     for world in range(repeats):
-        a = SimulatedConfiguration("candidate", world)
-        b = SimulatedConfiguration("production", world)
-        truth = true_difference(a, b, format_pool, instances)
+        sim = SimulatedWorld(world)
+        truth = sim.true_difference(format_pool, instances)
         for mode in ("ilr", "fixed"):
             plan = make_plan(space, dataset, n, mode=mode, seed=1000 + world, task=task)
             keys = [[plan.cell(r, i).variant.format_key for i in range(instances)]
                     for r in range(n)]
-            scores_a = np.array([[a.score(i, keys[r][i]) for i in range(instances)]
-                                 for r in range(n)])
-            scores_b = np.array([[b.score(i, keys[r][i]) for i in range(instances)]
-                                 for r in range(n)])
+            scores_a, scores_b = (
+                np.array([[sim.score(config, i, keys[r][i]) for i in range(instances)]
+                          for r in range(n)])
+                for config in ("candidate", "production")
+            )
             result = orp(scores_a.mean(axis=1), scores_b.mean(axis=1))
             observed = float(scores_a.mean() - scores_b.mean())
             results[mode]["area"].append(result.area)

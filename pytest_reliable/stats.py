@@ -30,6 +30,7 @@ from statsmodels.stats.contingency_tables import mcnemar as _sm_mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
 __all__ = [
+    "ClusteredDifference",
     "McNemarResult",
     "Moments",
     "NStarResult",
@@ -38,9 +39,6 @@ __all__ = [
     "Ranges",
     "avgp",
     "bootstrap_ci",
-    "ClusteredDifference",
-    "paired_difference",
-    "paired_group_differences",
     "cps",
     "maxp",
     "mcnemar_exact",
@@ -48,6 +46,8 @@ __all__ = [
     "moments",
     "orp",
     "paired_comparison",
+    "paired_difference",
+    "paired_group_differences",
     "pass_at_k",
     "pass_hat_k",
     "ranges",

@@ -38,12 +38,12 @@ NODEID = "test_x.py::test_gate"
 
 
 def always_right(prompt: str) -> str:
-    found = re.search(r"^\W*(\w)\W+\s*right", prompt, re.M)
+    found = re.search(r"^\W*(\w)\W+\s*right", prompt, re.MULTILINE)
     return found.group(1) if found else "?"
 
 
 def right_with_parentheses(prompt: str) -> str:
-    found = re.search(r"^\((\w)\) right", prompt, re.M)
+    found = re.search(r"^\((\w)\) right", prompt, re.MULTILINE)
     return found.group(1) if found else "?"
 
 

@@ -169,7 +169,7 @@ def test_baseline_makes_exactly_the_candidates_calls(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pair_project(pytester, monkeypatch, "format_sensitive", "production")
-    result, report = run_json(pytester, "-k", "pass_on_evidence")
+    _, report = run_json(pytester, "-k", "pass_on_evidence")
     calls = logged(pytester)
     candidate = Counter({p: c for (who, p), c in calls.items() if who == "format_sensitive"})
     baseline = Counter({p: c for (who, p), c in calls.items() if who == "production"})
