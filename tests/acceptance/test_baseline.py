@@ -283,3 +283,29 @@ def test_junit_and_step_summary_carry_the_difference(
     assert 'name="reliable_baseline_model" value="format_sensitive"' in text
     assert 'name="reliable_baseline_difference"' in text
     assert "cand-base [CI]" in Path(summary).read_text()
+
+
+def _always_right_rule(messages: object, params: dict) -> str:
+    import re
+
+    prompt = messages if isinstance(messages, str) else messages[-1]["content"]  # type: ignore
+    found = re.search(r"^\W*(\w)\W+\s*right", prompt, re.MULTILINE)
+    return found.group(1) if found else "?"
+
+
+def test_baseline_model_option_calls_the_openai_compatible_server(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_reliable.testing import ScriptedServer
+
+    pair_project(pytester, monkeypatch, "format_sensitive", None)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    with ScriptedServer(_always_right_rule) as server:
+        result, report = run_json(pytester, "-k", "pass_on_evidence",
+                                  "--reliable-baseline-model=production-llm",
+                                  f"--reliable-baseline-base-url={server.base_url}")
+        assert server.completed > 0
+    result.assert_outcomes(failed=1)
+    baseline = by_test(report)["test_pass_on_evidence"]["baseline"]
+    assert baseline["model"] == "openai:production-llm@127.0.0.1"
+    assert baseline["mean"] == 1.0 and baseline["regressed"][0] == "wrapper={}."
