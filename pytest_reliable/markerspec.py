@@ -67,6 +67,9 @@ class ReliableSpec:
         return "formats" if self.mode == "fixed" else "dimensions"
     stop_early: bool | None = None
     """Stop the resamplings once every verdict is settled; None = ``--reliable-stop-early``."""
+    # Release candidate vs baseline (SPEC section 9).
+    baseline: str | None = None
+    max_regression: float | None = None
 
 
 @dataclass(frozen=True)
@@ -148,8 +151,11 @@ def _unknown(marker: str, kwargs: Mapping[str, Any], allowed: set[str]) -> None:
             )
 
 
-def parse_reliable(kwargs: Mapping[str, Any], *, space_exists: Callable[[Any], bool]) -> ReliableSpec:
-    """Validate ``@pytest.mark.reliable(**kwargs)``. ``space_exists`` checks a space name."""
+def parse_reliable(
+    kwargs: Mapping[str, Any], *, space_exists: Callable[[Any], bool], has_baseline: bool = True
+) -> ReliableSpec:
+    """Validate ``@pytest.mark.reliable(**kwargs)``. ``space_exists`` checks a space name;
+    ``has_baseline``: whether a baseline is configured outside the marker (fixture, options)."""
     marker = "reliable"
     _unknown(marker, kwargs, RELIABLE_ARGUMENTS)
     values: dict[str, Any] = dict(kwargs)
@@ -183,6 +189,7 @@ def parse_reliable(kwargs: Mapping[str, Any], *, space_exists: Callable[[Any], b
     if values.get("stop_early") is not None and not isinstance(values["stop_early"], bool):
         raise MarkerArgumentError(marker, "stop_early", values["stop_early"], "allowed: True or False")
     _check_space(marker, values.get("space"), space_exists)
+    _check_baseline(marker, values, has_baseline)
     return ReliableSpec(**values)
 
 
@@ -213,6 +220,26 @@ def _group_by(marker: str, value: Any) -> str | tuple[str, ...]:
                 f"{name!r} is not a dimension of the space; " + allowed,
             )
     return tuple(dict.fromkeys(value))
+
+
+def _check_baseline(marker: str, values: dict[str, Any], has_baseline: bool) -> None:
+    """``baseline``: a model name or None; ``max_regression`` in [0, 1], only with a baseline."""
+    baseline = values.get("baseline")
+    if baseline is not None and (not isinstance(baseline, str) or not baseline.strip()):
+        raise MarkerArgumentError(
+            marker, "baseline", baseline,
+            "allowed: a model name for the OpenAI-compatible adapter, 'local' for the embedded "
+            "model, or None (use the reliable_baseline fixture or --reliable-baseline-*)",
+        )
+    if values.get("max_regression") is not None:
+        values["max_regression"] = _unit(marker, "max_regression", values["max_regression"])
+        if baseline is None and not has_baseline:
+            raise MarkerArgumentError(
+                marker, "max_regression", values["max_regression"],
+                "it needs a baseline and none is configured: give baseline='NAME' (or 'local'), "
+                "a reliable_baseline fixture, --reliable-baseline-model or "
+                "--reliable-baseline-report",
+            )
 
 
 def parse_checklist(

@@ -265,6 +265,12 @@ OPTIONS = (
     Option("decide", "default policy of thresholds without their own decide=: pass-on-evidence "
            "(default), fail-on-evidence or estimate.",
            choices=("pass-on-evidence", "fail-on-evidence", "estimate")),
+    Option("baseline-model", "baseline (production) model for tests with baseline=/max_regression=: "
+           "a name for the OpenAI-compatible adapter or 'local'."),
+    Option("baseline-base-url", "base URL of the baseline model's server (default "
+           "--reliable-base-url)."),
+    Option("baseline-report", "compare against this earlier run's JSON report instead of calling "
+           "a baseline model.", kind="path"),
 )
 
 
@@ -320,7 +326,8 @@ def read_settings(config: pytest.Config) -> tuple[Settings, dict[str, Any]]:
     raw = {option.name: option_value(config, option) for option in OPTIONS}
     settings = Settings(rootdir=config.rootpath)
     for name in ("n", "pilot-n", "concurrency", "max-retries", "timeout", "record", "model",
-                 "base-url", "reference-model", "api-key-env", "decide", "n-method", "n-max"):
+                 "base-url", "reference-model", "api-key-env", "decide", "n-method", "n-max",
+                 "baseline-model", "baseline-base-url"):
         if raw[name] is not None:
             setattr(settings, name.replace("-", "_"), raw[name])
     if raw["budget"] is not None:
@@ -338,6 +345,7 @@ def read_settings(config: pytest.Config) -> tuple[Settings, dict[str, Any]]:
     _check_api_key(settings)
     if raw["report"] is not None:
         _check_writable(raw["report"])
+    settings.baseline_report = raw["baseline-report"]
     return settings, raw
 
 
@@ -415,6 +423,8 @@ class ReliableState:
             raise pytest.UsageError(f"--reliable-cache: {error}") from None
         self.entries: dict[str, list[dict[str, Any]]] = {}
         self.marker_errors = False
+        self.baseline_usage_errors = False
+        check_baseline_options_or_usage_error(self.session)
         self._last_progress = 0.0
         self._progress_start: float | None = None
         self._progress_shown = False
@@ -466,6 +476,8 @@ class ReliableState:
         entries = getattr(report, "reliable_entries", None)
         if entries:
             self.entries[report.nodeid] = entries
+            if any(entry.get("usage_error") for entry in entries):
+                self.baseline_usage_errors = True
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_worker or not self.entries:
@@ -500,7 +512,7 @@ class ReliableState:
             self.marker_errors = True
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.marker_errors and not self.is_worker:
+        if (self.marker_errors or self.baseline_usage_errors) and not self.is_worker:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
         if not self.is_worker:
             mark_cache_dir(self.config.rootpath / ".reliable")
@@ -602,6 +614,22 @@ def mark_cache_dir(path: Path) -> None:
             "# This directory is a cache of pytest-reliable (model answers).\n", encoding="utf-8")
     except OSError:
         pass  # a read-only checkout: nothing to protect against
+
+
+def check_baseline_options_or_usage_error(session: Any) -> None:
+    """A baseline model that cannot be built, or a stored baseline report that cannot be read,
+    stops the run before anything runs."""
+    from pytest_reliable.baseline import BaselineUsageError, check_model_name
+
+    settings = session.settings
+    try:
+        if settings.baseline_model is not None:
+            check_model_name(settings.baseline_model,
+                             settings.baseline_base_url or settings.base_url,
+                             settings.api_key_env)
+        session.stored_baseline  # noqa: B018 - loads and validates the file
+    except BaselineUsageError as error:
+        raise pytest.UsageError(str(error)) from None
 
 
 def load_spaces_or_usage_error(path: Path) -> dict[str, Any]:
@@ -815,7 +843,12 @@ def parse_item_markers(item: pytest.Item, state: ReliableState) -> dict[str, Any
         if marker.args:
             raise MarkerArgumentError("reliable", "positional arguments", marker.args,
                                       "pass arguments by name")
-        specs["reliable"] = parse_reliable(marker.kwargs, space_exists=state.session.space_exists)
+        specs["reliable"] = spec = parse_reliable(
+            marker.kwargs, space_exists=state.session.space_exists,
+            has_baseline=baseline_configured(item, state),
+        )
+        if spec.baseline is not None:
+            check_marker_baseline(spec.baseline, state)
     for kind in CHECKLIST_KINDS:
         marker = item.get_closest_marker(kind)
         if marker is not None:
@@ -850,6 +883,28 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     item.stash[ERRORS_KEY] = []
     item.user_properties[:] = [prop for prop in item.user_properties
                                if not str(prop[0]).startswith(JUNIT_PREFIX)]
+
+
+def baseline_configured(item: pytest.Item, state: ReliableState) -> bool:
+    """A baseline outside the marker: the options, or a ``reliable_baseline`` fixture of the
+    user's (one that is not this plugin's default)."""
+    settings = state.settings
+    if settings.baseline_model is not None or settings.baseline_report is not None:
+        return True
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.get("reliable_baseline", ()) if info else ()
+    return any(getattr(d.func, "__module__", __name__) != __name__ for d in definitions)
+
+
+def check_marker_baseline(name: str, state: ReliableState) -> None:
+    from pytest_reliable.baseline import BaselineUsageError, check_model_name
+
+    settings = state.settings
+    try:
+        check_model_name(name, settings.baseline_base_url or settings.base_url,
+                         settings.api_key_env)
+    except BaselineUsageError as error:
+        raise MarkerArgumentError("reliable", "baseline", name, str(error)) from None
 
 
 @pytest.hookimpl(wrapper=True)
@@ -924,19 +979,34 @@ def reliable_model() -> Any:
     return None
 
 
+@pytest.fixture
+def reliable_baseline() -> Any:
+    """The baseline (production) model for tests with ``baseline=``/``max_regression=``.
+
+    Override in conftest.py exactly as ``reliable_model``. None (this default) means
+    ``--reliable-baseline-model``, else ``--reliable-baseline-report``.
+    """
+    return None
+
+
 @pytest.fixture(name="reliable")
-def reliable_fixture(request: pytest.FixtureRequest, reliable_model: Any) -> ReliableFixture:
+def reliable_fixture(
+    request: pytest.FixtureRequest, reliable_model: Any, reliable_baseline: Any
+) -> ReliableFixture:
     """Runs evaluations bound to the test's marker; thresholds are checked when the test ends."""
-    return ReliableFixture(request.node, _state(request.config), reliable_model)
+    return ReliableFixture(request.node, _state(request.config), reliable_model, reliable_baseline)
 
 
 class ReliableFixture:
     """``reliable.evaluate(dataset, task)`` and the CheckList methods, bound to one test."""
 
-    def __init__(self, item: pytest.Item, state: ReliableState, model: Any) -> None:
+    def __init__(
+        self, item: pytest.Item, state: ReliableState, model: Any, baseline: Any = None
+    ) -> None:
         self._item = item
         self._state = state
         self._model = model
+        self._baseline = baseline
         item.stash.setdefault(RESULTS_KEY, [])
 
     def _spec(self, kind: str, overrides: dict[str, Any]) -> Any:
@@ -949,22 +1019,27 @@ class ReliableFixture:
         exists = self._state.session.space_exists
         try:
             if kind == "reliable":
-                return parse_reliable(kwargs, space_exists=exists)
+                return parse_reliable(kwargs, space_exists=exists,
+                                      has_baseline=baseline_configured(self._item, self._state))
             return parse_checklist(kind, (), kwargs, space_exists=exists,
                                    perturbation_exists=perturbation_exists)
         except MarkerArgumentError as error:
             pytest.fail(f"{self._item.nodeid}: {error}", pytrace=False)
 
     def _run(self, kind: str, work: Callable[[], Any]) -> Any:
+        from pytest_reliable.baseline import BaselineUsageError
         from pytest_reliable.errors import ReliableError
 
         try:
             result = work()
         except ReliableError as error:
+            usage = isinstance(error, BaselineUsageError)
             self._item.stash.setdefault(ERRORS_KEY, []).append(
                 {"nodeid": self._item.nodeid, "kind": kind, "verdict": "error",
-                 "message": str(error)}
+                 "message": str(error), **({"usage_error": True} if usage else {})}
             )
+            if usage:  # a misconfigured comparison: stop before other tests spend calls
+                self._item.session.shouldstop = f"pytest-reliable: {error}"
             pytest.fail(f"{self._item.nodeid}: {error}", pytrace=False)
         self._item.stash[RESULTS_KEY].append(result)
         return result
@@ -989,7 +1064,7 @@ class ReliableFixture:
             self._plan(lambda: plan_reliable(self._state.session, self._item.nodeid, dataset,
                                              task, spec, self._model))
         return self._run("reliable", lambda: self._state.session.run_reliable(
-            self._item.nodeid, dataset, task, spec, self._model))
+            self._item.nodeid, dataset, task, spec, self._model, self._baseline))
 
     async def aevaluate(self, dataset: Any, task: Any, **overrides: Any) -> Any:
         """`evaluate` for an async test: the model calls run on the test's own event loop (so a

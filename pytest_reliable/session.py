@@ -15,6 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_reliable.baseline import (
+    BaselineChoice,
+    BaselineComparison,
+    BaselineScores,
+    StoredBaseline,
+    choose_baseline,
+    compare,
+)
 from pytest_reliable.cache import BudgetLedger, ResponseCache, check_cache_path
 from pytest_reliable.data import Dataset
 from pytest_reliable.errors import ReliableConfigError
@@ -79,6 +87,10 @@ class Settings:
     n_method: str = DEFAULT_METHOD
     n_max: int = DEFAULT_N_MAX
     stop_early: bool = False
+    baseline_model: str | None = None
+    baseline_base_url: str | None = None
+    """Default: ``base_url`` (the same server, another model)."""
+    baseline_report: Path | None = None
 
     def __post_init__(self) -> None:
         if self.cache_path is None:
@@ -90,6 +102,12 @@ class Settings:
 ProgressCallback = Callable[[str, ProgressEvent], None]
 
 
+@dataclass(frozen=True)
+class _Compared:
+    result: BaselineComparison
+    problems: list[str]
+
+
 @dataclass
 class ReliableSession:
     settings: Settings
@@ -99,6 +117,7 @@ class ReliableSession:
     _budget: Budget | None = field(default=None, init=False)
     _local_server: Any = field(default=None, init=False)
     _models: dict[str, AsyncModel] = field(default_factory=dict, init=False)
+    _stored_baseline: StoredBaseline | None = field(default=None, init=False)
 
     # -- resources -------------------------------------------------------------------------
     @property
@@ -149,9 +168,13 @@ class ReliableSession:
             self._cache = None
 
     # -- models ----------------------------------------------------------------------------
-    def model_named(self, name: str | None) -> AsyncModel:
-        """``None``/"local" = the embedded model; any other name = the OpenAI-compatible adapter."""
+    def model_named(self, name: str | None, base_url: str | None = None) -> AsyncModel:
+        """``None``/"local" = the embedded model; any other name = the OpenAI-compatible adapter
+        (at ``base_url``, default ``--reliable-base-url``)."""
+        url = base_url or self.settings.base_url
         key = name or LOCAL_MODEL
+        if key != LOCAL_MODEL and url != self.settings.base_url:
+            key = f"{key} at {url}"
         if key not in self._models:
             if key == LOCAL_MODEL:
                 from pytest_reliable.models.local import LocalModelServer
@@ -164,7 +187,7 @@ class ReliableSession:
                 from pytest_reliable.models.openai_compat import OpenAICompatibleModel
 
                 self._models[key] = OpenAICompatibleModel(
-                    key, self.settings.base_url, api_key_env=self.settings.api_key_env
+                    name or LOCAL_MODEL, url, api_key_env=self.settings.api_key_env
                 )
         return self._models[key]
 
@@ -222,13 +245,15 @@ class ReliableSession:
 
     # -- reliable tests --------------------------------------------------------------------
     def run_reliable(
-        self, nodeid: str, data: Any, task: Any, spec: ReliableSpec, user_model: Any = None
+        self, nodeid: str, data: Any, task: Any, spec: ReliableSpec, user_model: Any = None,
+        user_baseline: Any = None,
     ) -> ReliableReport:
         dataset = self.dataset(data)
         task.validate(dataset)
         space = self.space(spec.space)
         model = self.resolve_model(user_model)
         seed = derive_seed(self.settings.seed, nodeid)
+        pairing = self.baseline_for(nodeid, spec, user_baseline, space, dataset)
         base = EvaluationSettings(
             n=1,
             mode=spec.mode,
@@ -314,6 +339,12 @@ class ReliableSession:
             spec.temperature if spec.temperature is not None
             else space.canonical_variant().temperature
         )
+        comparison = None
+        if pairing is not None:
+            comparison = self.compare_with_baseline(
+                nodeid, pairing, spec, space, dataset, matrix, seed,
+                lambda on: run(matrix.n_resamplings, on),
+            )
         return ReliableReport(
             nodeid=nodeid,
             model=model.identity,
@@ -330,7 +361,10 @@ class ReliableSession:
             temperature=float(temperature),
             calls_made=matrix.calls_made + (auto.extra_made if auto else 0),
             calls_cached=matrix.calls_cached + (auto.extra_cached if auto else 0),
-            problems=list(matrix.problems),
+            problems=list(matrix.problems)
+            + [f"baseline: {p}" for p in (comparison.problems if comparison else [])],
+            dataset_hash=dataset.hash,
+            baseline=comparison.result if comparison else None,
             prompt_tokens={
                 "prompt_tokens_sent": sum(r.stats.prompt_tokens for r in runners),
                 "prompt_tokens_evaluated": sum(r.stats.prompt_tokens_evaluated for r in runners),
@@ -340,6 +374,61 @@ class ReliableSession:
             stopped_early=stopped_early,
             stop_reason=stop_reason,
         )
+
+    # -- release candidate vs baseline (SPEC section 9; the work is in baseline.py) ----------
+    @property
+    def stored_baseline(self) -> StoredBaseline | None:
+        if self._stored_baseline is None and self.settings.baseline_report is not None:
+            self._stored_baseline = StoredBaseline.load(self.settings.baseline_report)
+        return self._stored_baseline
+
+    def baseline_for(
+        self, nodeid: str, spec: ReliableSpec, user_baseline: Any, space: Space, dataset: Dataset
+    ) -> BaselineChoice | None:
+        """What the test compares against (None: it does not compare); a stored report is
+        checked here, before any call."""
+        if spec.baseline is None and spec.max_regression is None:
+            return None
+        choice = choose_baseline(spec.baseline, user_baseline, self.settings.baseline_model,
+                                 self.stored_baseline, nodeid)
+        if choice.kind == "report":
+            assert self.stored_baseline is not None
+            n = spec.n or (self.settings.n if isinstance(self.settings.n, int) else None)
+            if n is None and self.settings.n != "auto":
+                n = DEFAULT_N
+            self.stored_baseline.check(
+                nodeid, seed=self.settings.seed, space_hash=space.hash,
+                dataset_hash=dataset.hash, mode=spec.mode, n=n, n_instances=len(dataset),
+                k=spec.k,
+            )
+        return choice
+
+    def compare_with_baseline(
+        self, nodeid: str, choice: BaselineChoice, spec: ReliableSpec, space: Space,
+        dataset: Dataset, matrix: ScoreMatrix, seed: int,
+        run_plan: Callable[[AsyncModel], ScoreMatrix],
+    ) -> _Compared:
+        """The baseline on the candidate's plan (``run_plan``: same cells, cache and runner),
+        or the stored report's scores, compared with the candidate."""
+        if choice.kind == "report":
+            assert self.stored_baseline is not None
+            self.stored_baseline.check(  # n is known now, also under --reliable-n auto
+                nodeid, seed=self.settings.seed, space_hash=space.hash,
+                dataset_hash=dataset.hash, mode=spec.mode, n=matrix.n_resamplings,
+            )
+            scores = self.stored_baseline.scores(nodeid)
+        else:
+            if choice.kind == "fixture":
+                on = self.resolve_model(choice.obj)
+            else:
+                assert choice.name is not None
+                on = self.model_named(choice.name, self.settings.baseline_base_url)
+            scores = BaselineScores.from_matrix(on.identity, run_plan(on))
+        result = compare(
+            matrix, scores, space, mode=spec.mode, confidence=spec.confidence,
+            max_regression=spec.max_regression, decide=spec.decide or self.settings.decide, seed=seed,
+        )
+        return _Compared(result, scores.problems)
 
     # -- CheckList tests -------------------------------------------------------------------
     def run_checklist(

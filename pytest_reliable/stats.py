@@ -32,6 +32,7 @@ from statsmodels.stats.proportion import proportion_confint
 __all__ = [
     "GroupEffects",
     "ConfidenceSequence",
+    "ClusteredDifference",
     "McNemarResult",
     "Moments",
     "NStarResult",
@@ -55,6 +56,8 @@ __all__ = [
     "orp",
     "paired_comparison",
     "paired_group_effects",
+    "paired_difference",
+    "paired_group_differences",
     "pass_at_k",
     "pass_hat_k",
     "ranges",
@@ -995,6 +998,139 @@ def _bootstrap_n_star(
         method="bootstrap",
         n_max=n_max,
     )
+
+
+# --------------------------------------------------------------------------- paired differences, clustered
+
+
+@dataclass(frozen=True)
+class ClusteredDifference:
+    """A paired difference a - b with bounds that respect clustering by instance.
+
+    ``low`` / ``high`` are *one-sided* bounds at ``confidence`` each (the percentiles
+    ``1 - confidence`` and ``confidence`` of the bootstrap distribution), so ``[low, high]`` is a
+    two-sided interval at ``2 * confidence - 1``: a gate deciding on one side uses one end.
+    ``method`` names how the bounds were found; ``n_instances`` / ``n_cells`` what they rest on."""
+
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    n_instances: int
+    n_cells: int
+    method: str
+
+
+CLUSTER_BOOTSTRAP = "cluster bootstrap over instances"
+TWO_WAY_BOOTSTRAP = "two-way bootstrap over instances and resamplings"
+
+
+def _matrix(values: ArrayLike, name: str) -> FloatArray:
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 2 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty (resamplings x instances) matrix")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} must contain only finite scores")
+    return arr
+
+
+def _bootstrap_bounds(replicates: FloatArray, estimate: float, conf: float) -> tuple[float, float]:
+    """One-sided percentile bounds; a degenerate distribution gives (estimate, estimate)."""
+    finite = replicates[np.isfinite(replicates)]
+    if finite.size == 0 or np.ptp(finite) <= 1e-15:
+        return estimate, estimate
+    low, high = np.percentile(finite, [100.0 * (1.0 - conf), 100.0 * conf])
+    return float(low), float(high)
+
+
+def paired_difference(
+    scores_a: ArrayLike,
+    scores_b: ArrayLike,
+    *,
+    confidence: float = 0.95,
+    resample_resamplings: bool = False,
+    n_resamples: int = 4_000,
+    seed: int | None = 0,
+) -> ClusteredDifference:
+    """Mean paired difference of two models' (resamplings x instances) score matrices over the
+    same cells (cell [r, i] of both is the same rendered prompt), with clustered bounds.
+
+    Cells of one instance are correlated, so instances are resampled whole (a cluster bootstrap
+    of the per-instance mean differences). With ``resample_resamplings`` the resamplings are
+    resampled too, independently (a two-way bootstrap): use it when the resamplings share their
+    variants across instances (``fixed`` mode) and were drawn from a larger space, so the
+    variants' own sampling error is in the bounds; slightly conservative otherwise.
+    """
+    a, b = _matrix(scores_a, "scores_a"), _matrix(scores_b, "scores_b")
+    if a.shape != b.shape:
+        raise ValueError(f"scores_a and scores_b must have the same shape, got {a.shape} and {b.shape}")
+    conf = _open_unit(confidence, "confidence")
+    reps = _count(n_resamples, "n_resamples", minimum=1)
+    diff = a - b
+    n_rows, n_instances = diff.shape
+    estimate = float(diff.mean())
+    rng = np.random.default_rng(seed)
+    # Multinomial weights instead of index arrays: the mean of a resample is a weighted mean.
+    instance_weights = rng.multinomial(n_instances, np.full(n_instances, 1.0 / n_instances), reps)
+    two_way = resample_resamplings and n_rows >= 2
+    if two_way:
+        row_weights = rng.multinomial(n_rows, np.full(n_rows, 1.0 / n_rows), reps)
+        replicates = np.einsum("br,ri,bi->b", row_weights, diff, instance_weights) / diff.size
+    else:
+        replicates = instance_weights @ diff.mean(axis=0) / n_instances
+    low, high = _bootstrap_bounds(replicates, estimate, conf)
+    return ClusteredDifference(
+        estimate=estimate, low=low, high=high, confidence=conf, n_instances=n_instances,
+        n_cells=int(diff.size), method=TWO_WAY_BOOTSTRAP if two_way else CLUSTER_BOOTSTRAP,
+    )
+
+
+def paired_group_differences(
+    scores_a: ArrayLike,
+    scores_b: ArrayLike,
+    groups: dict[str, npt.NDArray[np.bool_]],
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 4_000,
+    seed: int | None = 0,
+) -> dict[str, ClusteredDifference]:
+    """Per group, the mean paired difference a - b over the group's cells, with clustered bounds.
+
+    ``groups`` maps a group's name to a boolean mask of the matrices' shape (its cells: e.g. the
+    cells rendered with one dimension value, or the resamplings of one format). Each group's
+    estimate is the mean over its cells; its bounds come from one cluster bootstrap over
+    instances shared by every group (a ratio estimator: resampled instances' sums of differences
+    over their cell counts), so groups are compared on the same resampled instances.
+    """
+    a, b = _matrix(scores_a, "scores_a"), _matrix(scores_b, "scores_b")
+    if a.shape != b.shape:
+        raise ValueError(f"scores_a and scores_b must have the same shape, got {a.shape} and {b.shape}")
+    conf = _open_unit(confidence, "confidence")
+    reps = _count(n_resamples, "n_resamples", minimum=1)
+    diff = a - b
+    n_instances = diff.shape[1]
+    rng = np.random.default_rng(seed)
+    weights = rng.multinomial(n_instances, np.full(n_instances, 1.0 / n_instances), reps)
+    out: dict[str, ClusteredDifference] = {}
+    for name, mask in groups.items():
+        cells = np.asarray(mask, dtype=bool)
+        if cells.shape != diff.shape:
+            raise ValueError(f"group {name!r}: mask shape {cells.shape} is not {diff.shape}")
+        counts = cells.sum(axis=0).astype(np.float64)
+        if counts.sum() == 0:
+            continue
+        sums = np.where(cells, diff, 0.0).sum(axis=0)
+        estimate = float(sums.sum() / counts.sum())
+        denominators = weights @ counts
+        with np.errstate(invalid="ignore", divide="ignore"):
+            replicates = np.where(denominators > 0, (weights @ sums) / denominators, np.nan)
+        low, high = _bootstrap_bounds(replicates, estimate, conf)
+        out[name] = ClusteredDifference(
+            estimate=estimate, low=low, high=high, confidence=conf,
+            n_instances=int((counts > 0).sum()), n_cells=int(counts.sum()),
+            method=CLUSTER_BOOTSTRAP,
+        )
+    return out
 
 
 # --------------------------------------------------------------------------- ILR's ORP

@@ -87,6 +87,19 @@ def _calls_cell(entry: dict[str, Any]) -> str:
     return f"{calls.get('made', 0)}/{calls.get('cached', 0)}"
 
 
+BASELINE_COLUMN = "cand-base [CI]"
+
+
+def baseline_cell(entry: dict[str, Any]) -> str:
+    """Candidate - baseline with its interval (SPEC section 9)."""
+    difference = get(entry, "baseline", "difference")
+    if not isinstance(difference, dict) or difference.get("estimate") is None:
+        return MISSING
+    return (f"{difference['estimate']:+.2f} [{num(difference.get('low'))}, "
+            f"{num(difference.get('high'))}]")
+
+
+
 def _canonical_cell(entry: dict[str, Any], level_shown: bool = False) -> str:
     cell = interval_cell(get(entry, "canonical", "score"), get(entry, "canonical", "wilson_low"),
                          get(entry, "canonical", "wilson_high"))
@@ -109,8 +122,12 @@ def reliable_columns(entries: list[dict[str, Any]],
         canonical = Column(f"canonical [{_percent(level)} CI]", _canonical_cell, keep=True)
     else:
         canonical = Column("canonical [CI]", lambda e: _canonical_cell(e, True), keep=True)
-    return [canonical if c.header == "canonical [95% CI]" else c
-            for c in (RELIABLE_COLUMNS if columns is None else columns)]
+    chosen = [canonical if c.header == "canonical [95% CI]" else c
+              for c in (RELIABLE_COLUMNS if columns is None else columns)]
+    if any(entry.get("baseline") for entry in entries):
+        # The candidate - baseline column, before the verdict, only when some test compares.
+        chosen.insert(len(chosen) - 1, Column(BASELINE_COLUMN, baseline_cell, keep=True))
+    return chosen
 
 
 def _text_cell(key: str) -> Callable[[dict[str, Any]], str]:

@@ -28,6 +28,11 @@ def junit_properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
             "pass_at_k": entry.get("pass_at_k"),
             "pass_hat_k": entry.get("pass_hat_k"),
             "n_star": entry.get("n_star"),
+            "baseline_model": get(entry, "baseline", "model"),
+            "baseline_difference": get(entry, "baseline", "difference", "estimate"),
+            "baseline_difference_low": get(entry, "baseline", "difference", "low"),
+            "baseline_difference_high": get(entry, "baseline", "difference", "high"),
+            "baseline_mcnemar_p": get(entry, "baseline", "mcnemar_p"),
         }
     else:
         interval = entry.get("interval") or [None, None]

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_reliable.baseline import BaselineComparison, per_instance
 from pytest_reliable.evaluation import ScoreMatrix
 from pytest_reliable.gate import ThresholdCheck
 from pytest_reliable.report.format import LINE_LIMIT, cut_text
@@ -21,7 +22,8 @@ PROMPT_SHOWN_CHARS = 1500
 RANGE_THRESHOLDS = ("min_worst", "max_spread", "min_median")
 STATISTICS = (
     "mean", "std", "canonical", "formats", "orders", "dimensions", "pass_at_1", "pass_at_k",
-    "pass_hat_k", "n_star", "n_star_reliable", "achievable_eps",
+    "pass_hat_k", "n_star", "n_star_reliable", "achievable_eps", "resampling_scores",
+    "per_instance", "baseline",
 )
 """Entry fields that are nulled when the test's calls did not all complete (verdict error)."""
 
@@ -64,6 +66,9 @@ class ReliableReport:
     stopped_early: bool = False
     stop_reason: str | None = None
     """Why the resamplings ended where they did, under ``stop_early`` (None otherwise)."""
+    dataset_hash: str | None = None
+    baseline: BaselineComparison | None = None
+    """Candidate - baseline (SPEC section 9) when the test compares against a baseline."""
     fields: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -78,7 +83,8 @@ class ReliableReport:
 
     @property
     def passed(self) -> bool:
-        return not self.problems and all(check.passed for check in self.thresholds)
+        return (not self.problems and all(check.passed for check in self.thresholds)
+                and (self.baseline is None or self.baseline.passed))
 
     @property
     def failed_thresholds(self) -> list[ThresholdCheck]:
@@ -126,6 +132,8 @@ class ReliableReport:
             lines.append("  its rendered prompt for one instance:")
             lines.extend("    " + line for line in prompt.splitlines())
             lines.append(f"  the model answered: {cut_text(str(worst['answer']), LINE_LIMIT)!r}")
+        if self.baseline is not None:
+            lines.extend(self.baseline.message_lines(PROMPT_SHOWN_CHARS))
         return "\n".join(lines)
 
     def notes(self) -> list[str]:
@@ -162,10 +170,15 @@ class ReliableReport:
             "calls": {"made": self.calls_made, "cached": self.calls_cached, **self.prompt_tokens},
             "decide": self.decide,
             "confidence": self.summary.confidence,
-            "thresholds": [check.as_dict() for check in self.thresholds],
+            "thresholds": [check.as_dict() for check in self.thresholds]
+            + ([self.baseline.check.as_dict()] if self.baseline and self.baseline.check else []),
             "worst_variant": self.worst_variant(),
             "notes": self.notes(),
             "message": None if self.passed else self.failure_message(),
+            "dataset_hash": self.dataset_hash,
+            "resampling_scores": [float(s) for s in self.matrix.resampling_scores()],
+            "per_instance": per_instance(self.matrix),
+            "baseline": None if self.baseline is None else self.baseline.as_dict(),
         }
         if verdict == "error":
             # Not every call completed: no statistics (a missing answer is not a wrong one).
