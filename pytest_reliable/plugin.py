@@ -100,6 +100,7 @@ OPTIONS = (
     Option("record", "record mode of the response cache: new (default), none (replay only: "
            "offline CI), all (call again).", choices=("new", "none", "all")),
     Option("report", "write the JSON report to this path.", kind="path"),
+    Option("html", "write the HTML report (one self-contained page) to this path.", kind="path"),
     Option("config", "the space declarations (default reliable.yaml in the rootdir).", kind="path"),
     Option("lock", "stop before any model call if a declared space differs from reliable.lock.",
            kind="bool"),
@@ -248,6 +249,9 @@ class ReliableState:
         self.is_worker = hasattr(config, "workerinput")
         self.config_path: Path = raw["config"] or config.rootpath / "reliable.yaml"
         self.report_path: Path | None = raw["report"]
+        self.html_path: Path | None = raw["html"]
+        if self.html_path is not None and not self.is_worker:
+            check_writable_or_usage_error("--reliable-html", self.html_path)
         self.spaces = load_spaces_or_usage_error(self.config_path)
         self.session = ReliableSession(self.settings, self.spaces, on_progress=self._progress)
         self.entries: dict[str, list[dict[str, Any]]] = {}
@@ -305,7 +309,8 @@ class ReliableState:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.marker_errors and not self.is_worker:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
-        if self.is_worker or (not self.entries and self.report_path is None):
+        if self.is_worker or (not self.entries and self.report_path is None
+                              and self.html_path is None):
             return
         from pytest_reliable.report import append_github_step_summary, build_report, write_report
 
@@ -314,8 +319,12 @@ class ReliableState:
         )
         if self.report_path is not None:
             write_report(report, self.report_path)
+        if self.html_path is not None:
+            from pytest_reliable.report.html import write_html
+
+            write_html(report, self.html_path)
         if os.environ.get("GITHUB_STEP_SUMMARY") and self.entries:
-            append_github_step_summary(report)
+            append_github_step_summary(report, html_path=self.html_path)
 
     def _progress(self, nodeid: str, event: Any) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -339,6 +348,20 @@ class ReliableState:
             reporter.rewrite("", erase=True)
             reporter.currentfspath = None  # pytest writes the file name again on a fresh line
             self._progress_shown = False
+
+
+def check_writable_or_usage_error(flag: str, path: Path) -> None:
+    """At start-up, so a run never pays for calls whose report cannot be written."""
+    if path.is_dir():
+        raise pytest.UsageError(f"{flag}={path} is a directory: give a file path such as "
+                                f"{path / 'reliable.html'}.")
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK) or (
+            path.exists() and not os.access(path, os.W_OK)):
+        raise pytest.UsageError(f"{flag}={path} cannot be written ({existing} is not a writable "
+                                "directory): give a path in a writable directory.")
 
 
 def load_spaces_or_usage_error(path: Path) -> dict[str, Any]:
@@ -391,6 +414,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(ReliableState(config), STATE_NAME)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(), "reliable-xdist")
+    if config.pluginmanager.hasplugin("html"):
+        from pytest_reliable.pytest_html_hooks import PytestHtmlHooks
+
+        config.pluginmanager.register(PytestHtmlHooks(_state(config)), "reliable-pytest-html")
 
 
 class XdistHooks:

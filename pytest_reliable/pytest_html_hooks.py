@@ -1,0 +1,44 @@
+"""pytest-html integration: the reliable summary in pytest-html's report, and each test's
+thresholds as an extra. Registered by `plugin.pytest_configure` only when pytest-html is loaded,
+so nothing here runs (or is imported) without it."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+
+class PytestHtmlHooks:
+    def __init__(self, state: Any) -> None:
+        self.state = state  # the run's `plugin.ReliableState`
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_summary(self, prefix: list[str], summary: list[str],
+                                    postfix: list[str], session: pytest.Session) -> None:
+        if not self.state.entries:
+            return
+        from pytest_reliable.plugin import all_entries
+        from pytest_reliable.report import build_report
+        from pytest_reliable.report.html import summary_fragment
+
+        report = build_report(all_entries(self.state), seed=self.state.settings.seed, model=None,
+                              space_hash=self.state.spaces_hash)
+        html_path = self.state.html_path
+        postfix.append(summary_fragment(report, str(html_path) if html_path else None))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item,
+                                  call: pytest.CallInfo[Any]) -> Generator[None, Any, Any]:
+        report = yield
+        # Registered after the plugin module, so its wrapper (which sets the entries) ran inside.
+        entries = getattr(report, "reliable_entries", None)
+        if entries:
+            from pytest_html import extras
+
+            from pytest_reliable.report.html import test_fragment
+
+            report.extras = [*getattr(report, "extras", []),
+                             *(extras.html(test_fragment(entry)) for entry in entries)]
+        return report
