@@ -37,8 +37,8 @@ class PytestHtmlHooks:
         if entries:
             from pytest_html import extras
 
-            from pytest_reliable.report.html import test_fragment
+            from pytest_reliable.report.html import entry_fragment
 
             report.extras = [*getattr(report, "extras", []),
-                             *(extras.html(test_fragment(entry)) for entry in entries)]
+                             *(extras.html(entry_fragment(entry)) for entry in entries)]
         return report

@@ -165,6 +165,11 @@ def _numbers(values: Any) -> list[float]:
     return [float(v) for v in values if _is_num(v)]
 
 
+def _kind(entry: Mapping[str, Any]) -> str:
+    kind = entry.get("kind")
+    return kind if isinstance(kind, str) else ""
+
+
 def _verdict_class(verdict: Any) -> str:
     return verdict if verdict in ("passed", "failed", "error") else "other"
 
@@ -759,8 +764,7 @@ def reliable_body(entry: Mapping[str, Any]) -> str:
 
 
 def checklist_body(entry: Mapping[str, Any]) -> str:
-    kind = entry.get("kind")
-    rate_name = RATE_NAMES.get(str(kind), "rate")
+    rate_name = RATE_NAMES.get(_kind(entry), "rate")
     interval = entry.get("interval")
     low, high = (interval[0], interval[1]) if isinstance(interval, list) and len(
         interval) == 2 else (None, None)
@@ -796,15 +800,15 @@ def _key_result(entry: Mapping[str, Any]) -> str:
     if entry.get("verdict") == "error" and not _is_num(entry.get("mean")) and not _is_num(
             entry.get("rate")):
         return '<span class="na">no statistics: the evaluation did not complete</span>'
-    if entry.get("kind") == "reliable":
+    if _kind(entry) == "reliable":
         canonical = entry.get("canonical") if isinstance(entry.get("canonical"), Mapping) else {}
         return (f"mean {_num(entry.get('mean'))}; canonical {_num(canonical.get('score'))}"
                 + _interval(canonical.get("wilson_low"), canonical.get("wilson_high"), 2))
-    if entry.get("kind") in RATE_NAMES:
+    if _kind(entry) in RATE_NAMES:
         interval = entry.get("interval")
         low, high = (interval[0], interval[1]) if isinstance(interval, list) and len(
             interval) == 2 else (None, None)
-        return (f"{RATE_NAMES[str(entry['kind'])]} {_num(entry.get('rate'))}"
+        return (f"{RATE_NAMES[_kind(entry)]} {_num(entry.get('rate'))}"
                 + _interval(low, high, 2))
     return NOT_REPORTED
 
@@ -833,9 +837,9 @@ def summary_section(tests: list[Mapping[str, Any]], names: dict[str, str]) -> st
     return f"{banner}<h2>Summary</h2>{table}"
 
 
-def test_section(index: int, entry: Mapping[str, Any], name: str, *, opened: bool) -> str:
+def entry_section(index: int, entry: Mapping[str, Any], name: str, *, opened: bool) -> str:
     verdict = entry.get("verdict")
-    kind = entry.get("kind")
+    kind = _kind(entry)
     if verdict == "error" and not isinstance(entry.get("thresholds"), list):
         body = "<p>The evaluation did not complete: no statistics are reported.</p>" + \
                message_section(entry)
@@ -872,7 +876,7 @@ def render_html(report: Mapping[str, Any]) -> str:
     # The blocking tests are what a reader opened the page for: shown open when few.
     open_blocking = 0 < failed <= OPEN_BLOCKING_AT_MOST
     sections = "".join(
-        test_section(i + 1, t, names[str(t.get("nodeid", "?"))],
+        entry_section(i + 1, t, names[str(t.get("nodeid", "?"))],
                      opened=open_blocking and t.get("verdict") != "passed")
         for i, t in enumerate(tests))
     return "".join([
@@ -922,7 +926,7 @@ def summary_fragment(report: Mapping[str, Any], html_path: str | None = None) ->
     return f'<div class="pytest-reliable"><h2>pytest-reliable</h2>{block}</div>'
 
 
-def test_fragment(entry: Mapping[str, Any]) -> str:
+def entry_fragment(entry: Mapping[str, Any]) -> str:
     """One test's verdict, key numbers and thresholds as a short HTML block (pytest-html extras)."""
     data = json_safe(dict(entry))
     return (f'<div class="pytest-reliable">{_badge(data.get("verdict"))} {_key_result(data)}'
