@@ -4,7 +4,9 @@ so nothing here runs (or is imported) without it."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,8 +27,12 @@ class PytestHtmlHooks:
 
         report = build_report(all_entries(self.state), seed=self.state.settings.seed, model=None,
                               space_hash=self.state.spaces_hash)
-        html_path = self.state.html_path
-        postfix.append(summary_fragment(report, str(html_path) if html_path else None))
+        link = None
+        if self.state.html_path is not None:
+            # Relative to pytest-html's page, so the link survives moving both as an artifact.
+            their_page = Path(str(session.config.getoption("htmlpath", None) or ".")).resolve()
+            link = Path(os.path.relpath(self.state.html_path, their_page.parent)).as_posix()
+        postfix.append(summary_fragment(report, link))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item,

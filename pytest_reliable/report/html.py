@@ -24,6 +24,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from pytest_reliable.report.format import RATE_NAMES, short_nodeids
 from pytest_reliable.report.model import json_safe
@@ -902,6 +903,10 @@ def write_html(report: Mapping[str, Any], path: str | Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-", suffix=".tmp")
     try:
+        # mkstemp makes the file private (0600); a page is for sharing: the umask's usual mode.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(page)
         os.replace(tmp, target)
@@ -910,17 +915,18 @@ def write_html(report: Mapping[str, Any], path: str | Path) -> None:
         raise
 
 
-def summary_fragment(report: Mapping[str, Any], html_path: str | None = None) -> str:
+def summary_fragment(report: Mapping[str, Any], link: str | None = None) -> str:
     """A short HTML block (banner and summary table) for other pages, e.g. pytest-html's report.
-    Its links point into the full page at ``html_path`` when one was written."""
+    Its links point into the full page at ``link`` (a URL relative to that page) when one was
+    written."""
     data = json_safe(dict(report))
     tests = [t for t in data.get("tests") or [] if isinstance(t, Mapping)]
     names = short_nodeids([str(t.get("nodeid", "?")) for t in tests])
     block = summary_section(tests, names).replace("<h2>Summary</h2>", "")
-    if html_path:
-        link = html.escape(Path(html_path).name, quote=True)
-        block = block.replace('href="#test-', f'href="{link}#test-')
-        block += f'<p>Full pytest-reliable report: <a href="{link}">{link}</a></p>'
+    if link:
+        href = html.escape(quote(link), quote=True)
+        block = block.replace('href="#test-', f'href="{href}#test-')
+        block += f'<p>Full pytest-reliable report: <a href="{href}">{_text(link)}</a></p>'
     else:
         block = re.sub(r'<a href="#test-\d+">(.*?)</a>', r"\1", block)
     return f'<div class="pytest-reliable"><h2>pytest-reliable</h2>{block}</div>'

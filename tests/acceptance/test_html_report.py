@@ -213,3 +213,18 @@ def test_a_real_browser_renders_the_page_of_an_ordinary_run(
     assert "test_passes" in dumped.stdout and 'class="badge passed"' in dumped.stdout
     assert "test_fails_on_worst_format" in dumped.stdout and "Question number" in dumped.stdout
     assert console_problems(dumped.stderr) == []
+
+
+def test_pytest_html_users_get_the_reliable_summary(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_html", reason="pytest-html is in the test extra")
+    write_project(pytester)
+    result = pytester.runpytest_subprocess("--html=reports/tests.html", "--self-contained-html",
+                                           "--reliable-html=gate.html", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    theirs = (pytester.path / "reports" / "tests.html").read_text(encoding="utf-8")
+    assert '<div class="pytest-reliable"><h2>pytest-reliable</h2>' in theirs
+    assert "Release blocked: 1 of 2 tests did not pass." in theirs
+    assert '<a href="../gate.html#test-1">test_fails_on_worst_format</a>' in theirs
+    # Each test's thresholds travel as a pytest-html extra (escaped into its JSON blob); the
+    # passing test's min_score is in no summary line, only in its extra.
+    assert "min_score" in theirs
