@@ -21,9 +21,9 @@ from pytest_reliable.__main__ import main
 from pytest_reliable.report.html import (
     CSS,
     LONG_TEXT_CHARS,
+    entry_fragment,
     render_html,
     summary_fragment,
-    entry_fragment,
     write_html,
 )
 from pytest_reliable.report.markdown import markdown_summary

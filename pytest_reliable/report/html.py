@@ -23,7 +23,7 @@ import re
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import quote
 
 from pytest_reliable.report.format import RATE_NAMES, short_nodeids
@@ -121,7 +121,7 @@ def _plain(value: Any, limit: int = LABEL_CHARS) -> str:
     return html.escape(text, quote=True)
 
 
-def _is_num(value: Any) -> bool:
+def _is_num(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -158,6 +158,11 @@ def _get(data: Any, *path: str) -> Any:
             return None
         data = data.get(key)
     return data
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """A sub-object of an entry, or an empty one when missing or of another type."""
+    return value if isinstance(value, Mapping) else {}
 
 
 def _numbers(values: Any) -> list[float]:
@@ -240,10 +245,10 @@ def _x_axis(scale: _Scale, top: float, bottom: float, ticks: list[float]) -> lis
 def _vline(scale: _Scale, value: float, top: float, bottom: float, label: str,
            color: str) -> list[str]:
     x = _f(scale(value))
-    return [f'<line x1="{x}" y1="{_f(top)}" x2="{x}" y2="{_f(bottom)}" stroke="{color}" '
-            f'stroke-width="1.5" stroke-dasharray="5 3"/>',
-            f'<text x="{x}" y="{_f(top - 3)}" text-anchor="middle" fill="{color}">'
-            f"{_plain(label, 40)}</text>"]
+    return [(f'<line x1="{x}" y1="{_f(top)}" x2="{x}" y2="{_f(bottom)}" stroke="{color}" '
+            f'stroke-width="1.5" stroke-dasharray="5 3"/>'),
+            (f'<text x="{x}" y="{_f(top - 3)}" text-anchor="middle" fill="{color}">'
+            f"{_plain(label, 40)}</text>")]
 
 
 def _quantile(sorted_values: list[float], q: float) -> float:
@@ -280,14 +285,14 @@ def distribution_chart(rows: list[tuple[str, list[float]]], limits: list[tuple[s
         if len(values) >= 5:
             q1, q3 = scale(_quantile(ordered, 0.25)), scale(_quantile(ordered, 0.75))
             body += [
-                f'<line x1="{low}" y1="{_f(middle)}" x2="{high}" y2="{_f(middle)}" '
-                f'stroke="{COLORS["zero"]}"/>',
-                f'<line x1="{low}" y1="{_f(middle - 7)}" x2="{low}" y2="{_f(middle + 7)}" '
-                f'stroke="{COLORS["zero"]}"/>',
-                f'<line x1="{high}" y1="{_f(middle - 7)}" x2="{high}" y2="{_f(middle + 7)}" '
-                f'stroke="{COLORS["zero"]}"/>',
-                f'<rect x="{_f(q1)}" y="{_f(middle - 12)}" width="{_f(max(q3 - q1, 1.0))}" '
-                f'height="24" fill="{COLORS["box"]}" stroke="{COLORS["main"]}"/>',
+                (f'<line x1="{low}" y1="{_f(middle)}" x2="{high}" y2="{_f(middle)}" '
+                f'stroke="{COLORS["zero"]}"/>'),
+                (f'<line x1="{low}" y1="{_f(middle - 7)}" x2="{low}" y2="{_f(middle + 7)}" '
+                f'stroke="{COLORS["zero"]}"/>'),
+                (f'<line x1="{high}" y1="{_f(middle - 7)}" x2="{high}" y2="{_f(middle + 7)}" '
+                f'stroke="{COLORS["zero"]}"/>'),
+                (f'<rect x="{_f(q1)}" y="{_f(middle - 12)}" width="{_f(max(q3 - q1, 1.0))}" '
+                f'height="24" fill="{COLORS["box"]}" stroke="{COLORS["main"]}"/>'),
             ]
         body.append(f'<line x1="{median}" y1="{_f(middle - 13)}" x2="{median}" '
                     f'y2="{_f(middle + 13)}" stroke="{COLORS["main"]}" stroke-width="2.5"/>')
@@ -597,8 +602,8 @@ def n_star_section(entry: Mapping[str, Any]) -> str:
          + ("" if entry.get("n_star_reliable") is not False else
             ' <span class="bad">not reliable at (eps, delta)</span>: the resamplings vouch for '
             f"eps = {_num(entry.get('achievable_eps'), 4)}")),
-        ("source / method", f"{_word(entry.get('n_star_source'))} / "
-                            f"{_word(entry.get('n_star_method'))}"),
+        ("source / method", (f"{_word(entry.get('n_star_source'))} / "
+                            f"{_word(entry.get('n_star_method'))}")),
         ("paper's n*", _int(entry.get("n_star_paper"))),
         ("eps / delta", f"{_word(entry.get('eps'))} / {_word(entry.get('delta'))}"),
         ("pilot resamplings", _int(entry.get("pilot_n"))),
@@ -635,7 +640,7 @@ def _baseline_groups(groups: Any) -> list[tuple[str, float, float | None, float 
     elif isinstance(groups, list):
         items = [(str(g.get("key") or g.get("description") or i), g)
                  for i, g in enumerate(groups) if isinstance(g, Mapping)]
-    rows = []
+    rows: list[tuple[str, float, float | None, float | None, str]] = []
     for key, group in items:
         if _is_num(group):
             rows.append((key, float(group), None, None, ""))
@@ -655,11 +660,10 @@ def baseline_section(entry: Mapping[str, Any]) -> str:
     baseline = entry.get("baseline")
     if not isinstance(baseline, Mapping):
         return ""
-    difference = baseline.get("difference")
-    difference = difference if isinstance(difference, Mapping) else {}
-    max_regression = next((c.get("limit") for c in _checks(entry)
+    difference = _mapping(baseline.get("difference"))
+    max_regression = next((float(c["limit"]) for c in _checks(entry)
                            if c.get("name") == "max_regression" and _is_num(c.get("limit"))), None)
-    orp = baseline.get("orp") if isinstance(baseline.get("orp"), Mapping) else {}
+    orp = _mapping(baseline.get("orp"))
     parts = ["<h3>Against the baseline</h3>", _facts([
         ("baseline model", _word(baseline.get("model"))),
         ("baseline mean", _num(baseline.get("mean"))),
@@ -669,7 +673,7 @@ def baseline_section(entry: Mapping[str, Any]) -> str:
         ("ORP sigma_d / rho / area", " / ".join(_num(orp.get(k)) for k in ("sigma_d", "rho",
                                                                              "area"))),
     ])]
-    rows = []
+    rows: list[tuple[str, float, float | None, float | None, str]] = []
     if _is_num(difference.get("estimate")):
         low, high = _bounds(difference)
         rows.append(("overall", float(difference["estimate"]), low, high, ""))
@@ -677,10 +681,10 @@ def baseline_section(entry: Mapping[str, Any]) -> str:
     if rows:
         values = [v for row in rows for v in row[1:4] if v is not None]
         references = [("0", 0.0, COLORS["zero"])]
-        if _is_num(max_regression):
+        if max_regression is not None:
             references.append((f"-max_regression {_tick_label(-max_regression)}",
-                               -float(max_regression), COLORS["limit"]))
-            values.append(-float(max_regression))
+                               -max_regression, COLORS["limit"]))
+            values.append(-max_regression)
         lo, hi = min(values + [0.0]), max(values + [0.0])
         pad = max((hi - lo) * 0.08, 0.02)
         parts.append(interval_chart(rows, "paired differences candidate - baseline",
@@ -725,8 +729,8 @@ def message_section(entry: Mapping[str, Any]) -> str:
 
 
 def reliable_facts(entry: Mapping[str, Any]) -> str:
-    canonical = entry.get("canonical") if isinstance(entry.get("canonical"), Mapping) else {}
-    calls = entry.get("calls") if isinstance(entry.get("calls"), Mapping) else {}
+    canonical = _mapping(entry.get("canonical"))
+    calls = _mapping(entry.get("calls"))
     method = canonical.get("interval_method")
     return _facts([
         ("model", _word(entry.get("model"))),
@@ -742,8 +746,8 @@ def reliable_facts(entry: Mapping[str, Any]) -> str:
         ("calls made / cached", f"{_int(calls.get('made'))} / {_int(calls.get('cached'))}"),
         ("unparsed answers", _int(entry.get("unparsed"))),
         ("temperature", _word(entry.get("temperature"))),
-        ("space / hash", f"{_word(entry.get('space'))} / "
-                         f"{_word(str(entry.get('space_hash'))[:12] if entry.get('space_hash') else None)}"),
+        ("space / hash", (f"{_word(entry.get('space'))} / "
+                         f"{_word(str(entry.get('space_hash'))[:12] if entry.get('space_hash') else None)}")),
         ("dataset hash", _word(str(entry.get("dataset_hash"))[:12]
                                if entry.get("dataset_hash") else None)),
     ])
@@ -769,7 +773,7 @@ def checklist_body(entry: Mapping[str, Any]) -> str:
     interval = entry.get("interval")
     low, high = (interval[0], interval[1]) if isinstance(interval, list) and len(
         interval) == 2 else (None, None)
-    calls = entry.get("calls") if isinstance(entry.get("calls"), Mapping) else {}
+    calls = _mapping(entry.get("calls"))
     parts = [_facts([
         ("model", _word(entry.get("model"))),
         (rate_name, _num(entry.get("rate")) + _interval(low, high)),
@@ -802,7 +806,7 @@ def _key_result(entry: Mapping[str, Any]) -> str:
             entry.get("rate")):
         return '<span class="na">no statistics: the evaluation did not complete</span>'
     if _kind(entry) == "reliable":
-        canonical = entry.get("canonical") if isinstance(entry.get("canonical"), Mapping) else {}
+        canonical = _mapping(entry.get("canonical"))
         return (f"mean {_num(entry.get('mean'))}; canonical {_num(canonical.get('score'))}"
                 + _interval(canonical.get("wilson_low"), canonical.get("wilson_high"), 2))
     if _kind(entry) in RATE_NAMES:
@@ -888,9 +892,9 @@ def render_html(report: Mapping[str, Any]) -> str:
         f"<title>{_text(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>pytest-reliable release gate</h1><p class=\"meta\">{meta}</p>",
         summary_section(tests, names),
-        "<h2>Tests</h2>"
+        ("<h2>Tests</h2>"
         '<p class="caption">Open a test for its thresholds, distributions, marginals, n* curve, '
-        "baseline comparison and worst prompt.</p>",
+        "baseline comparison and worst prompt.</p>"),
         sections,
         "</body></html>\n",
     ])

@@ -54,8 +54,8 @@ def markdown_summary(report: dict[str, Any], html_path: str | Path | None = None
         if shown.is_absolute() and shown.is_relative_to(Path.cwd()):
             shown = shown.relative_to(Path.cwd())
         name = str(shown).replace("`", "'")
-        lines += ["", f"The HTML report (charts, prompts, answers) was written to `{name}`: "
-                      "attach it to the run as an artifact to read it."]
+        lines += ["", (f"The HTML report (charts, prompts, answers) was written to `{name}`: "
+                      "attach it to the run as an artifact to read it.")]
     failures = [e for e in entries if e.get("verdict") != "passed" and e.get("message")]
     if failures:
         lines += ["", "### Failures", ""]
