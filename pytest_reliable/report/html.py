@@ -60,6 +60,7 @@ h3{font-size:14px;margin:18px 0 6px}
 .banner.passed{background:#e9f6ec;border:1px solid #b7e1c1;color:var(--pass)}
 table{border-collapse:collapse;width:100%;margin:4px 0 8px}
 th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top}
+td{overflow-wrap:anywhere}
 th{background:var(--soft);font-weight:600;white-space:nowrap}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .badge{display:inline-block;border-radius:10px;padding:0 8px;font-size:12px;font-weight:700;
@@ -75,8 +76,8 @@ details.test[open]>summary{border-bottom:1px solid var(--line);margin-bottom:6px
 details.test.failed{border-left:4px solid var(--fail)}
 details.test.passed{border-left:4px solid var(--pass)}
 details.test.error,details.test.other{border-left:4px solid var(--error)}
-dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:6px 0}
-dl.facts dt{color:var(--muted)}dl.facts dd{margin:0}
+dl.facts{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:2px 14px;margin:6px 0}
+dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;overflow-wrap:anywhere}
 pre{background:var(--soft);border:1px solid var(--line);border-radius:4px;padding:8px;
 white-space:pre-wrap;overflow-wrap:anywhere;max-height:420px;overflow:auto;margin:4px 0 10px;
 font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
@@ -494,6 +495,18 @@ def distributions_section(entry: Mapping[str, Any]) -> str:
             "test's limits.</p>")
 
 
+def _distinguishing_labels(descriptions: list[str]) -> tuple[list[str], str]:
+    """Chart labels without the comma-separated parts every description shares (a format's long
+    description differs in one or two values), and the shared parts, said once."""
+    parts = [d.split(", ") for d in descriptions]
+    if len(parts) < 2:
+        return descriptions, ""
+    common = set(parts[0]).intersection(*parts[1:])
+    labels = [", ".join(p for p in these if p not in common) or d
+              for these, d in zip(parts, descriptions)]
+    return labels, ", ".join(p for p in parts[0] if p in common)
+
+
 def groups_section(title: str, group_range: Any) -> str:
     if not isinstance(group_range, Mapping):
         return f"<h3>{title}</h3><p>{NOT_REPORTED}</p>"
@@ -514,14 +527,16 @@ def groups_section(title: str, group_range: Any) -> str:
         return f"<h3>{title}</h3>{facts}"
     groups.sort(key=lambda kv: float(kv[1]["score"]))
     shown = groups[:MAX_GROUPS_SHOWN]
+    labels, shared = _distinguishing_labels([str(g.get("description") or key) for key, g in shown])
+    if shared:
+        facts += f'<p class="note">Every group shown has: {_text(shared, CELL_CHARS)}</p>'
     rows = []
-    for key, group in shown:
+    for label, (_, group) in zip(labels, shown):
         low, high = _bounds(group)
         cells = group.get("cells")
         note = (f"n={int(cells)}" if _is_num(cells) else "") + (" thin" if group.get("thin")
                                                                  else "")
-        rows.append((str(group.get("description") or key), float(group["score"]), low, high,
-                     note.strip()))
+        rows.append((label, float(group["score"]), low, high, note.strip()))
     chart = interval_chart(rows, f"{title} per group")
     more = (f'<p class="note">{len(groups) - len(shown)} more groups (better scores) are in the '
             "JSON report.</p>" if len(groups) > len(shown) else "")
