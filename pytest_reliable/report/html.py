@@ -60,10 +60,10 @@ h3{font-size:14px;margin:18px 0 6px}
 .banner.passed{background:#e9f6ec;border:1px solid #b7e1c1;color:var(--pass)}
 table{border-collapse:collapse;width:100%;margin:4px 0 8px}
 th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top}
-td{overflow-wrap:anywhere}
+td.text{overflow-wrap:anywhere}
 th{background:var(--soft);font-weight:600;white-space:nowrap}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.badge{display:inline-block;border-radius:10px;padding:0 8px;font-size:12px;font-weight:700;
+.badge{display:inline-block;white-space:nowrap;border-radius:10px;padding:0 8px;font-size:12px;font-weight:700;
 color:#fff;text-transform:uppercase;letter-spacing:.03em}
 .badge.passed{background:var(--pass)}.badge.failed{background:var(--fail)}
 .badge.error,.badge.other{background:var(--error)}
@@ -393,9 +393,13 @@ def _facts(items: Iterable[tuple[str, str]]) -> str:
                                           for name, value in items) + "</dl>")
 
 
-def _table(header: list[str], rows: list[list[str]], numeric: Sequence[int] = ()) -> str:
+def _table(header: list[str], rows: list[list[str]], numeric: Sequence[int] = (),
+           text: Sequence[int] = ()) -> str:
+    """``numeric`` columns align right; ``text`` columns (model or dataset text) may break
+    anywhere, so one unbroken megabyte of output cannot widen the page."""
+
     def cell(tag: str, index: int, content: str) -> str:
-        css = ' class="num"' if index in numeric else ""
+        css = ' class="num"' if index in numeric else ' class="text"' if index in text else ""
         return f"<{tag}{css}>{content}</{tag}>"
 
     head = "".join(cell("th", i, h) for i, h in enumerate(header))
@@ -772,7 +776,6 @@ def reliable_body(entry: Mapping[str, Any]) -> str:
     return "".join([
         reliable_facts(entry),
         "<h3>Thresholds</h3>", thresholds_table(entry),
-        message_section(entry),
         distributions_section(entry),
         groups_section("Formats", entry.get("formats")),
         groups_section("Orders", entry.get("orders")),
@@ -780,6 +783,7 @@ def reliable_body(entry: Mapping[str, Any]) -> str:
         n_star_section(entry),
         baseline_section(entry),
         worst_variant_section(entry),
+        message_section(entry),  # last: it repeats the above as the terminal printed it
     ])
 
 
@@ -811,7 +815,7 @@ def checklist_body(entry: Mapping[str, Any]) -> str:
                 for f in failures if isinstance(f, Mapping)]
         parts += [f"<h3>Failing cases (first {len(rows)})</h3>",
                   _table(["original", "perturbed", "prediction before", "prediction after"],
-                         rows)]
+                         rows, text=(0, 1, 2, 3))]
     return "".join(parts)
 
 
@@ -853,7 +857,8 @@ def summary_section(tests: list[Mapping[str, Any]], names: dict[str, str]) -> st
         _key_result(t),
         why_blocked(t) or '<span class="ok">every threshold passed</span>',
     ] for i, t in ordered]
-    table = _table(["test", "kind", "verdict", "result", "why it blocks"], rows) if rows else ""
+    table = (_table(["test", "kind", "verdict", "result", "why it blocks"], rows, text=(4,))
+             if rows else "")
     return f"{banner}<h2>Summary</h2>{table}"
 
 
