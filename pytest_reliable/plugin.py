@@ -254,6 +254,7 @@ OPTIONS = (
     Option("record", "record mode of the response cache: new (default), none (replay only: "
            "offline CI), all (call again).", choices=("new", "none", "all")),
     Option("report", "write the JSON report to this path.", kind="path"),
+    Option("html", "write the HTML report (one self-contained page) to this path.", kind="path"),
     Option("config", "the space declarations (default reliable.yaml in the rootdir).", kind="path"),
     Option("lock", "stop before any model call if a declared space differs from reliable.lock.",
            kind="bool"),
@@ -415,6 +416,9 @@ class ReliableState:
                                     "the path of your reliable.yaml (or drop the option).")
         self.report_path: Path | None = raw["report"]
         self.full_text = bool(raw["full-text"])
+        self.html_path: Path | None = raw["html"]
+        if self.html_path is not None and not self.is_worker:
+            check_writable_or_usage_error("--reliable-html", self.html_path)
         self.spaces = load_spaces_or_usage_error(self.config_path)
         self.session = ReliableSession(self.settings, self.spaces, on_progress=self._progress)
         try:
@@ -516,7 +520,8 @@ class ReliableState:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
         if not self.is_worker:
             mark_cache_dir(self.config.rootpath / ".reliable")
-        if self.is_worker or (not self.entries and self.report_path is None):
+        if self.is_worker or (not self.entries and self.report_path is None
+                              and self.html_path is None):
             return
         from pytest_reliable.report import append_github_step_summary, build_report, write_report
 
@@ -525,8 +530,13 @@ class ReliableState:
         )
         if self.report_path is not None:
             write_report(report, self.report_path)
+        if self.html_path is not None:
+            from pytest_reliable.report.html import write_html
+
+            write_html(report, self.html_path)
         if os.environ.get("GITHUB_STEP_SUMMARY") and self.entries:
-            append_github_step_summary(report, columns=self.table_columns())
+            append_github_step_summary(report, columns=self.table_columns(),
+                                       html_path=self.html_path)
 
     def _progress(self, nodeid: str, event: Any) -> None:
         """The running evaluation's calls, on one rewritten terminal line. Written with pytest's
@@ -632,6 +642,20 @@ def check_baseline_options_or_usage_error(session: Any) -> None:
         raise pytest.UsageError(str(error)) from None
 
 
+def check_writable_or_usage_error(flag: str, path: Path) -> None:
+    """At start-up, so a run never pays for calls whose report cannot be written."""
+    if path.is_dir():
+        raise pytest.UsageError(f"{flag}={path} is a directory: give a file path such as "
+                                f"{path / 'reliable.html'}.")
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK) or (
+            path.exists() and not os.access(path, os.W_OK)):
+        raise pytest.UsageError(f"{flag}={path} cannot be written ({existing} is not a writable "
+                                "directory): give a path in a writable directory.")
+
+
 def load_spaces_or_usage_error(path: Path) -> dict[str, Any]:
     from pytest_reliable.errors import ReliableConfigError
     from pytest_reliable.space import load_spaces
@@ -698,6 +722,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(), "reliable-xdist")
     _stop_on_sigterm(config)
+    if config.pluginmanager.hasplugin("html"):
+        from pytest_reliable.pytest_html_hooks import PytestHtmlHooks
+
+        config.pluginmanager.register(PytestHtmlHooks(_state(config)), "reliable-pytest-html")
 
 
 class XdistHooks:

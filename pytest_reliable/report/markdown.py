@@ -34,7 +34,8 @@ SUMMARY_LIMIT = 512 * 1024
 """Characters of one step summary: GitHub rejects a step's summary over 1 MiB."""
 
 
-def markdown_summary(report: dict[str, Any], columns: list[Column] | None = None) -> str:
+def markdown_summary(report: dict[str, Any], columns: list[Column] | None = None,
+                     html_path: str | Path | None = None) -> str:
     entries = list(report.get("tests") or [])
     names = short_nodeids([str(e.get("nodeid", "?")) for e in entries])
     space_hash = report.get("space_hash")
@@ -57,6 +58,13 @@ def markdown_summary(report: dict[str, Any], columns: list[Column] | None = None
     if checklist:
         lines += [""] + _table(CHECKLIST_HEADER, [checklist_row(e, names[str(e.get("nodeid", "?"))])
                                                   for e in checklist])
+    if html_path is not None:
+        shown = Path(html_path)
+        if shown.is_absolute() and shown.is_relative_to(Path.cwd()):
+            shown = shown.relative_to(Path.cwd())
+        name = str(shown).replace("`", "'")
+        lines += ["", (f"The HTML report (charts, prompts, answers) was written to `{name}`: "
+                      "attach it to the run as an artifact to read it.")]
     failures = [e for e in entries if e.get("verdict") != "passed" and e.get("message")]
     if failures:
         lines += ["", "### Failures", ""]
@@ -74,9 +82,10 @@ def markdown_summary(report: dict[str, Any], columns: list[Column] | None = None
 
 
 def append_github_step_summary(report: dict[str, Any], path: str | Path | None = None,
-                               columns: list[Column] | None = None) -> None:
+                               columns: list[Column] | None = None, *,
+                               html_path: str | Path | None = None) -> None:
     target = path or os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return
     with open(target, "a", encoding="utf-8") as handle:
-        handle.write(markdown_summary(report, columns) + "\n")
+        handle.write(markdown_summary(report, columns, html_path) + "\n")

@@ -1,0 +1,963 @@
+"""The HTML page of ``--reliable-html PATH.html`` (SPEC section 8): the release decision as a page.
+
+The page is built from the JSON report dict alone, so ``python -m pytest_reliable html REPORT.json``
+rebuilds the same bytes later. Charts are inline SVG drawn here from the numbers: no JavaScript, no
+charting library, nothing fetched at view time; a Content-Security-Policy forbids every script and
+every load, so even a text that escaped escaping could run nothing. Any field may be missing (other
+versions write other subsets): it then reads "not reported".
+
+Every string that came from a model, a dataset or the JSON file goes through `_text`: lone
+surrogates and control characters (ANSI escapes) are replaced, huge texts truncated with a note,
+and the rest `html.escape`d, quotes included.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import inspect
+import math
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeGuard
+from urllib.parse import quote
+
+from pytest_reliable.report.format import RATE_NAMES, short_nodeids
+from pytest_reliable.report.model import json_safe
+
+NOT_REPORTED = '<span class="na">not reported</span>'
+LONG_TEXT_CHARS = 4000
+"""Prompts and answers: enough for any real prompt; a 1 MB answer is cut with a note."""
+CELL_CHARS = 300
+LABEL_CHARS = 60
+MAX_GROUPS_SHOWN = 40
+"""Groups per chart (worst first); the JSON report has every group."""
+MAX_POINTS_DRAWN = 300
+"""Above this many values a distribution is drawn as a box alone, without its dots."""
+OPEN_BLOCKING_AT_MOST = 3
+"""Blocking tests are shown open when there are this few; otherwise every test starts closed."""
+ORP_D_MAX = 0.3
+"""`stats.orp`'s default d_max, used when the report does not give the d grid."""
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+CSS = """
+:root{--pass:#1a7f37;--fail:#c62828;--error:#b26a00;--ink:#1f2328;--muted:#59636e;--line:#d1d9e0;
+--soft:#f6f8fa}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;
+color:var(--ink);margin:0 auto;max-width:1120px;padding:20px 24px 60px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}
+h3{font-size:14px;margin:18px 0 6px}
+.meta{color:var(--muted);margin:0 0 14px}
+.banner{border-radius:6px;padding:10px 14px;font-size:16px;font-weight:600;margin:10px 0 16px}
+.banner.failed{background:#fdecea;border:1px solid #f5c2c0;color:var(--fail)}
+.banner.passed{background:#e9f6ec;border:1px solid #b7e1c1;color:var(--pass)}
+table{border-collapse:collapse;width:100%;margin:4px 0 8px}
+th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top}
+td.text{overflow-wrap:anywhere}
+th{background:var(--soft);font-weight:600;white-space:nowrap}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.badge{display:inline-block;white-space:nowrap;border-radius:10px;padding:0 8px;font-size:12px;font-weight:700;
+color:#fff;text-transform:uppercase;letter-spacing:.03em}
+.badge.passed{background:var(--pass)}.badge.failed{background:var(--fail)}
+.badge.error,.badge.other{background:var(--error)}
+.ok{color:var(--pass);font-weight:600}.bad{color:var(--fail);font-weight:600}
+.na{color:var(--muted);font-style:italic}
+.note{color:var(--muted);font-style:italic}
+details.test{border:1px solid var(--line);border-radius:6px;margin:10px 0;padding:0 12px}
+details.test>summary{cursor:pointer;padding:8px 0;font-weight:600}
+details.test[open]>summary{border-bottom:1px solid var(--line);margin-bottom:6px}
+details.test.failed{border-left:4px solid var(--fail)}
+details.test.passed{border-left:4px solid var(--pass)}
+details.test.error,details.test.other{border-left:4px solid var(--error)}
+dl.facts{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:2px 14px;margin:6px 0}
+dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;overflow-wrap:anywhere}
+pre{background:var(--soft);border:1px solid var(--line);border-radius:4px;padding:8px;
+white-space:pre-wrap;overflow-wrap:anywhere;max-height:420px;overflow:auto;margin:4px 0 10px;
+font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+svg{display:block;max-width:100%;height:auto;margin:4px 0 2px}
+svg text{font:11px system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;fill:#1f2328}
+svg text.muted{fill:#59636e}
+.caption{color:var(--muted);font-size:12px;margin:0 0 10px}
+a{color:#0b57d0}
+""".strip()
+
+CSP = (
+    "default-src 'none'; style-src 'sha256-{style_hash}'; img-src data:; script-src 'none'; "
+    "base-uri 'none'; form-action 'none'"
+)
+
+COLORS = {"main": "#0b57d0", "second": "#c55a11", "limit": "#c62828", "grid": "#d1d9e0",
+          "box": "#dbe7fb", "dot": "#0b57d0", "zero": "#59636e"}
+
+
+# -- text and numbers -------------------------------------------------------------------------
+def _text(value: Any, limit: int = CELL_CHARS) -> str:
+    """Model or dataset text as safe HTML: cleaned, truncated with a note, escaped."""
+    text = value if isinstance(value, str) else str(value)
+    # Lone surrogates cannot be written as UTF-8: each becomes U+FFFD.
+    text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    note = ""
+    if len(text) > limit:
+        note = (f' <span class="note">[{len(text) - limit:,} more characters not shown; the JSON '
+                "report has the full text]</span>")
+        text = text[:limit]
+    text = _CONTROL.sub("\ufffd", _ANSI.sub("", text.replace("\r\n", "\n")))
+    return html.escape(text, quote=True) + note
+
+
+def _plain(value: Any, limit: int = LABEL_CHARS) -> str:
+    """A short label for SVG text: cleaned, cut with an ellipsis, escaped."""
+    text = value if isinstance(value, str) else str(value)
+    text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    text = _CONTROL.sub("\ufffd", _ANSI.sub("", text)).replace("\n", " ")
+    if len(text) > limit:
+        text = text[: limit - 1] + "\u2026"
+    return html.escape(text, quote=True)
+
+
+def _is_num(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    return f"{value:.{digits}f}" if _is_num(value) else NOT_REPORTED
+
+
+def _int(value: Any) -> str:
+    if _is_num(value) and float(value).is_integer():
+        return str(int(value))
+    return _num(value) if _is_num(value) else NOT_REPORTED
+
+
+def _word(value: Any) -> str:
+    """A short string field (mode, policy, method...) or "not reported"."""
+    if value is None or value == "":
+        return NOT_REPORTED
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if _is_num(value):
+        return _num(value, 4).rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
+    return _text(value)
+
+
+def _interval(low: Any, high: Any, digits: int = 3) -> str:
+    if not (_is_num(low) and _is_num(high)):
+        return ""
+    return f" [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def _get(data: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """A sub-object of an entry, or an empty one when missing or of another type."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _numbers(values: Any) -> list[float]:
+    if not isinstance(values, Sequence) or isinstance(values, str):
+        return []
+    return [float(v) for v in values if _is_num(v)]
+
+
+def _kind(entry: Mapping[str, Any]) -> str:
+    kind = entry.get("kind")
+    return kind if isinstance(kind, str) else ""
+
+
+def _verdict_class(verdict: Any) -> str:
+    return verdict if verdict in ("passed", "failed", "error") else "other"
+
+
+def _badge(verdict: Any) -> str:
+    label = _text(verdict, 20) if verdict else "no verdict"
+    return f'<span class="badge {_verdict_class(verdict)}">{label}</span>'
+
+
+# -- SVG --------------------------------------------------------------------------------------
+def _f(value: float) -> str:
+    """SVG coordinates with one decimal: deterministic and short."""
+    return f"{value:.1f}"
+
+
+class _Scale:
+    """A linear map from a data domain to pixels."""
+
+    def __init__(self, lo: float, hi: float, start: float, end: float) -> None:
+        if hi <= lo:
+            hi = lo + 1.0
+        self.lo, self.hi, self.start, self.end = lo, hi, start, end
+
+    def __call__(self, value: float) -> float:
+        clipped = min(max(value, self.lo), self.hi)
+        return self.start + (clipped - self.lo) / (self.hi - self.lo) * (self.end - self.start)
+
+
+def _ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    span = hi - lo
+    if span <= 0:
+        return [lo]
+    raw = span / count
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    first = math.ceil(lo / step - 1e-9) * step
+    ticks = []
+    value = first
+    while value <= hi + step * 1e-9:
+        ticks.append(round(value, 10))
+        value += step
+    return ticks
+
+
+def _tick_label(value: float) -> str:
+    text = f"{value:.3f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _svg(width: int, height: int, label: str, body: list[str]) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+            f'width="{width}" height="{height}" role="img" aria-label="{_plain(label, 200)}">'
+            + "".join(body) + "</svg>")
+
+
+def _x_axis(scale: _Scale, top: float, bottom: float, ticks: list[float]) -> list[str]:
+    parts = []
+    for tick in ticks:
+        x = _f(scale(tick))
+        parts.append(f'<line x1="{x}" y1="{_f(top)}" x2="{x}" y2="{_f(bottom)}" '
+                     f'stroke="{COLORS["grid"]}" stroke-width="1"/>')
+        parts.append(f'<text x="{x}" y="{_f(bottom + 13)}" text-anchor="middle" '
+                     f'class="muted">{_tick_label(tick)}</text>')
+    return parts
+
+
+def _vline(scale: _Scale, value: float, top: float, bottom: float, label: str,
+           color: str) -> list[str]:
+    x = _f(scale(value))
+    return [(f'<line x1="{x}" y1="{_f(top)}" x2="{x}" y2="{_f(bottom)}" stroke="{color}" '
+            f'stroke-width="1.5" stroke-dasharray="5 3"/>'),
+            (f'<text x="{x}" y="{_f(top - 3)}" text-anchor="middle" fill="{color}">'
+            f"{_plain(label, 40)}</text>")]
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    """numpy's linear percentile, without numpy (a handful of values)."""
+    position = (len(sorted_values) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+def distribution_chart(rows: list[tuple[str, list[float]]], limits: list[tuple[str, float]],
+                       label: str) -> str:
+    """One row per distribution on a shared 0-1 axis: a box (quartiles, whiskers min to max) where
+    there are 5 or more values, and every value as a dot (up to `MAX_POINTS_DRAWN`)."""
+    label_width, width, row_height = 210, 860, 44
+    top = 16 + 13 * max(len(limits), 1)
+    height = top + row_height * len(rows) + 24
+    scale = _Scale(0.0, 1.0, label_width + 10, width - 20)
+    bottom = top + row_height * len(rows)
+    body = _x_axis(scale, top, bottom, _ticks(0, 1, 4))
+    for index, (name, values) in enumerate(rows):
+        middle = top + row_height * index + row_height / 2
+        body.append(f'<text x="{label_width}" y="{_f(middle)}" text-anchor="end">'
+                    f"{_plain(name, 36)}</text>")
+        body.append(f'<text x="{label_width}" y="{_f(middle + 13)}" text-anchor="end" '
+                    f'class="muted">{len(values)} values</text>')
+        if not values:
+            body.append(f'<text x="{_f(scale(0))}" y="{_f(middle + 4)}" class="muted">'
+                        "not reported</text>")
+            continue
+        ordered = sorted(values)
+        low, high = _f(scale(ordered[0])), _f(scale(ordered[-1]))
+        median = _f(scale(_quantile(ordered, 0.5)))
+        if len(values) >= 5:
+            q1, q3 = scale(_quantile(ordered, 0.25)), scale(_quantile(ordered, 0.75))
+            body += [
+                (f'<line x1="{low}" y1="{_f(middle)}" x2="{high}" y2="{_f(middle)}" '
+                f'stroke="{COLORS["zero"]}"/>'),
+                (f'<line x1="{low}" y1="{_f(middle - 7)}" x2="{low}" y2="{_f(middle + 7)}" '
+                f'stroke="{COLORS["zero"]}"/>'),
+                (f'<line x1="{high}" y1="{_f(middle - 7)}" x2="{high}" y2="{_f(middle + 7)}" '
+                f'stroke="{COLORS["zero"]}"/>'),
+                (f'<rect x="{_f(q1)}" y="{_f(middle - 12)}" width="{_f(max(q3 - q1, 1.0))}" '
+                f'height="24" fill="{COLORS["box"]}" stroke="{COLORS["main"]}"/>'),
+            ]
+        body.append(f'<line x1="{median}" y1="{_f(middle - 13)}" x2="{median}" '
+                    f'y2="{_f(middle + 13)}" stroke="{COLORS["main"]}" stroke-width="2.5"/>')
+        if len(values) <= MAX_POINTS_DRAWN:
+            for i, value in enumerate(values):
+                jitter = ((i * 0.6180339887) % 1.0 - 0.5) * 16  # deterministic spread
+                body.append(f'<circle cx="{_f(scale(value))}" cy="{_f(middle + jitter)}" r="2.6" '
+                            f'fill="{COLORS["dot"]}" fill-opacity="0.55"/>')
+    for index, (name, value) in enumerate(sorted(limits, key=lambda item: item[1])):
+        body += _vline(scale, value, top - 4 - 13 * index, bottom,
+                       f"{name} {_tick_label(value)}", COLORS["limit"])
+    return _svg(width, height, label, body)
+
+
+def interval_chart(rows: list[tuple[str, float, float | None, float | None, str]],
+                   label: str, *, domain: tuple[float, float] = (0.0, 1.0),
+                   references: Sequence[tuple[str, float, str]] = ()) -> str:
+    """A dot per group with its interval as a whisker: rows of (label, estimate, low, high, note).
+    ``references`` are dashed vertical lines (a limit, zero)."""
+    label_width, width, row_height = 330, 860, 22
+    top = 12 + 13 * max(len(references), 1)
+    height = top + row_height * len(rows) + 22
+    scale = _Scale(domain[0], domain[1], label_width + 10, width - 100)
+    bottom = top + row_height * len(rows)
+    body = _x_axis(scale, top, bottom, _ticks(domain[0], domain[1], 4))
+    for index, (name, value, color) in enumerate(references):
+        body += _vline(scale, value, top - 4 - 13 * index, bottom, name, color)
+    for index, (name, estimate, low, high, note) in enumerate(rows):
+        middle = top + row_height * index + row_height / 2
+        body.append(f'<text x="{label_width}" y="{_f(middle + 4)}" text-anchor="end">'
+                    f"{_plain(name)}</text>")
+        if low is not None and high is not None:
+            body.append(f'<line x1="{_f(scale(low))}" y1="{_f(middle)}" x2="{_f(scale(high))}" '
+                        f'y2="{_f(middle)}" stroke="{COLORS["main"]}" stroke-width="2"/>')
+        body.append(f'<circle cx="{_f(scale(estimate))}" cy="{_f(middle)}" r="4" '
+                    f'fill="{COLORS["main"]}"/>')
+        shown = _tick_label(round(estimate, 3)) + (f" {note}" if note else "")
+        body.append(f'<text x="{width - 92}" y="{_f(middle + 4)}" class="muted">'
+                    f"{_plain(shown, 22)}</text>")
+    return _svg(width, height, label, body)
+
+
+def line_chart(series: list[tuple[str, list[tuple[float, float]], str, bool]],
+               x_label: str, y_label: str, label: str, *,
+               hlines: Sequence[tuple[str, float]] = (), vlines: Sequence[tuple[str, float]] = (),
+               y_min: float = 0.0) -> str:
+    """Curves of (name, points, color, dashed) with labelled reference lines."""
+    width, height, left, right, top, bottom = 860, 280, 60, 20, 50, 240
+    xs = [x for _, points, _, _ in series for x, _ in points] + [v for _, v in vlines]
+    ys = [y for _, points, _, _ in series for _, y in points] + [v for _, v in hlines]
+    x_scale = _Scale(min(xs), max(xs), left, width - right)
+    y_hi = max(ys) * 1.08 if ys and max(ys) > y_min else y_min + 1.0
+    y_scale = _Scale(y_min, y_hi, bottom, top)
+    body: list[str] = []
+    for tick in _ticks(y_min, y_hi, 4):
+        y = _f(y_scale(tick))
+        body.append(f'<line x1="{left}" y1="{y}" x2="{width - right}" y2="{y}" '
+                    f'stroke="{COLORS["grid"]}"/>')
+        body.append(f'<text x="{left - 6}" y="{_f(y_scale(tick) + 4)}" text-anchor="end" '
+                    f'class="muted">{_tick_label(tick)}</text>')
+    for tick in _ticks(x_scale.lo, x_scale.hi, 8):
+        x = _f(x_scale(tick))
+        body.append(f'<text x="{x}" y="{bottom + 14}" text-anchor="middle" class="muted">'
+                    f"{_tick_label(tick)}</text>")
+    body.append(f'<text x="{_f((left + width - right) / 2)}" y="{height - 8}" '
+                f'text-anchor="middle" class="muted">{_plain(x_label, 80)}</text>')
+    body.append(f'<text x="{left}" y="14" class="muted">{_plain(y_label, 80)}</text>')
+    for name, value in hlines:
+        y = _f(y_scale(value))
+        body.append(f'<line x1="{left}" y1="{y}" x2="{width - right}" y2="{y}" '
+                    f'stroke="{COLORS["limit"]}" stroke-width="1.5" stroke-dasharray="5 3"/>')
+        body.append(f'<text x="{width - right}" y="{_f(y_scale(value) - 4)}" text-anchor="end" '
+                    f'fill="{COLORS["limit"]}">{_plain(name, 60)}</text>')
+    for name, value in vlines:
+        x = _f(x_scale(value))
+        body.append(f'<line x1="{x}" y1="{top}" x2="{x}" y2="{bottom}" stroke="{COLORS["zero"]}" '
+                    'stroke-width="1.5" stroke-dasharray="2 3"/>')
+        body.append(f'<text x="{_f(x_scale(value) + 4)}" y="{top + 10}">{_plain(name, 60)}</text>')
+    legend_x = left + 10
+    for name, points, color, dashed in series:
+        if not points:
+            continue
+        coords = " ".join(f"{_f(x_scale(x))},{_f(y_scale(y))}" for x, y in points)
+        dash = ' stroke-dasharray="6 4"' if dashed else ""
+        body.append(f'<polyline points="{coords}" fill="none" stroke="{color}" '
+                    f'stroke-width="2"{dash}/>')
+        body.append(f'<line x1="{legend_x}" y1="{top - 18}" x2="{legend_x + 22}" y2="{top - 18}" '
+                    f'stroke="{color}" stroke-width="2"{dash}/>')
+        body.append(f'<text x="{legend_x + 26}" y="{top - 14}">{_plain(name, 50)}</text>')
+        legend_x += 40 + 7 * len(name)
+    return _svg(width, height, label, body)
+
+
+# -- sections of one test ---------------------------------------------------------------------
+def _facts(items: Iterable[tuple[str, str]]) -> str:
+    return ('<dl class="facts">' + "".join(f"<dt>{name}</dt><dd>{value}</dd>"
+                                          for name, value in items) + "</dl>")
+
+
+def _table(header: list[str], rows: list[list[str]], numeric: Sequence[int] = (),
+           text: Sequence[int] = ()) -> str:
+    """``numeric`` columns align right; ``text`` columns (model or dataset text) may break
+    anywhere, so one unbroken megabyte of output cannot widen the page."""
+
+    def cell(tag: str, index: int, content: str) -> str:
+        css = ' class="num"' if index in numeric else ' class="text"' if index in text else ""
+        return f"<{tag}{css}>{content}</{tag}>"
+
+    head = "".join(cell("th", i, h) for i, h in enumerate(header))
+    body = "".join("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>"
+                   for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _threshold_passed(check: Mapping[str, Any]) -> str:
+    passed = check.get("passed")
+    if passed is True:
+        return '<span class="ok">passed</span>'
+    if passed is False:
+        return '<span class="bad">FAILED</span>'
+    return NOT_REPORTED
+
+
+def _checks(entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    checks = entry.get("thresholds")
+    return [c for c in checks if isinstance(c, Mapping)] if isinstance(checks, list) else []
+
+
+def thresholds_table(entry: Mapping[str, Any]) -> str:
+    checks = _checks(entry)
+    if not checks:
+        return '<p class="na">no thresholds reported</p>'
+    rows = [[
+        _text(check.get("name", "?")),
+        _num(check.get("observed"), 4),
+        _num(check.get("bound"), 4),
+        _num(check.get("limit"), 4),
+        _word(check.get("decide", entry.get("decide"))),
+        _word(check.get("method")),
+        _threshold_passed(check),
+    ] for check in checks]
+    return _table(["threshold", "observed", "bound", "limit", "policy", "method", "result"],
+                  rows, numeric=(1, 2, 3))
+
+
+def why_blocked(entry: Mapping[str, Any]) -> str:
+    """One line per failed threshold (or the error), for the summary table."""
+    reasons = []
+    for check in _checks(entry):
+        if check.get("passed") is False:
+            bound = check.get("bound")
+            policy = check.get("decide", entry.get("decide"))
+            reasons.append(
+                f"<b>{_text(check.get('name', '?'))}</b>: observed {_num(check.get('observed'))}"
+                + (f", bound {_num(bound)}" if _is_num(bound) else "")
+                + f", limit {_num(check.get('limit'))}"
+                + (f" ({_text(policy, 40)})" if policy else "")
+            )
+    if not reasons and entry.get("verdict") != "passed":
+        message = entry.get("message")
+        first = str(message).strip().splitlines()[-1] if message else "no reason reported"
+        reasons.append(_text(first, 200))
+    return "<br>".join(reasons)
+
+
+def _limits_on_score_axis(entry: Mapping[str, Any]) -> list[tuple[str, float]]:
+    names = ("min_score", "min_worst", "min_median", "min_lower_ci")
+    return [(str(c.get("name")), float(c["limit"])) for c in _checks(entry)
+            if c.get("name") in names and _is_num(c.get("limit")) and 0 <= c["limit"] <= 1]
+
+
+def _group_scores(group_range: Any) -> list[float]:
+    per_variant = _get(group_range, "per_variant")
+    if not isinstance(per_variant, Mapping):
+        return []
+    return [float(g["score"]) for g in per_variant.values()
+            if isinstance(g, Mapping) and _is_num(g.get("score"))]
+
+
+def _bounds(group: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    for low_key, high_key in (("low", "high"), ("wilson_low", "wilson_high")):
+        low, high = group.get(low_key), group.get(high_key)
+        if _is_num(low) and _is_num(high):
+            return float(low), float(high)
+    return None, None
+
+
+def distributions_section(entry: Mapping[str, Any]) -> str:
+    formats, orders = entry.get("formats"), entry.get("orders")
+    rows = [
+        ("over resamplings", _numbers(entry.get("resampling_scores"))),
+        (f"over formats ({_get(formats, 'grouping') or 'grouping not reported'})",
+         _group_scores(formats)),
+        (f"over orders ({_get(orders, 'grouping') or 'grouping not reported'})",
+         _group_scores(orders)),
+    ]
+    chart = distribution_chart(rows, _limits_on_score_axis(entry),
+                               f"score distributions of {entry.get('nodeid', 'the test')}")
+    return ("<h3>Score distributions</h3>" + chart
+            + '<p class="caption">Each dot is one resampling\'s score (top) or one group\'s mean '
+            "score (formats, orders); boxes span the quartiles with whiskers from min to max where "
+            "there are 5 or more values; the thick tick is the median; dashed red lines are the "
+            "test's limits.</p>")
+
+
+def _distinguishing_labels(descriptions: list[str]) -> tuple[list[str], str]:
+    """Chart labels without the comma-separated parts every description shares (a format's long
+    description differs in one or two values), and the shared parts, said once."""
+    parts = [d.split(", ") for d in descriptions]
+    if len(parts) < 2:
+        return descriptions, ""
+    common = set(parts[0]).intersection(*parts[1:])
+    labels = [", ".join(p for p in these if p not in common) or d
+              for these, d in zip(parts, descriptions)]
+    return labels, ", ".join(p for p in parts[0] if p in common)
+
+
+def groups_section(title: str, group_range: Any) -> str:
+    if not isinstance(group_range, Mapping):
+        return f"<h3>{title}</h3><p>{NOT_REPORTED}</p>"
+    per_variant = group_range.get("per_variant")
+    groups = [(str(key), g) for key, g in per_variant.items()
+              if isinstance(g, Mapping) and _is_num(g.get("score"))] if isinstance(
+        per_variant, Mapping) else []
+    facts = _facts([
+        ("grouping", _word(group_range.get("grouping"))),
+        ("min / median / max", " / ".join(_num(group_range.get(k)) for k in ("min", "median",
+                                                                                "max"))),
+        ("noise floor", _num(group_range.get("noise_floor"))
+         + (' <span class="note">(the spread a prompt-insensitive model would show here)</span>'
+            if _is_num(group_range.get("noise_floor")) else "")),
+        ("groups", str(len(groups))),
+    ])
+    if not groups:
+        return f"<h3>{title}</h3>{facts}"
+    groups.sort(key=lambda kv: float(kv[1]["score"]))
+    shown = groups[:MAX_GROUPS_SHOWN]
+    labels, shared = _distinguishing_labels([str(g.get("description") or key) for key, g in shown])
+    if shared:
+        facts += f'<p class="note">Every group shown has: {_text(shared, CELL_CHARS)}</p>'
+    rows = []
+    for label, (_, group) in zip(labels, shown):
+        low, high = _bounds(group)
+        cells = group.get("cells")
+        note = (f"n={int(cells)}" if _is_num(cells) else "") + (" thin" if group.get("thin")
+                                                                 else "")
+        rows.append((label, float(group["score"]), low, high, note.strip()))
+    chart = interval_chart(rows, f"{title} per group")
+    more = (f'<p class="note">{len(groups) - len(shown)} more groups (better scores) are in the '
+            "JSON report.</p>" if len(groups) > len(shown) else "")
+    return (f"<h3>{title}</h3>{facts}{chart}"
+            '<p class="caption">Worst group first; whiskers are each group\'s interval where '
+            "reported; n is the group's cells, \"thin\" marks groups with fewer cells than "
+            f"min_cells.</p>{more}")
+
+
+def _marginal(entry: Mapping[str, Any], dim: str, value: str,
+              raw: Any) -> tuple[float, float | None, float | None] | None:
+    """A dimension value's mean and interval: from `dimensions` itself, else from a group of the
+    ranges that stands for this value (grouping "dimensions")."""
+    if isinstance(raw, Mapping):
+        mean = next((raw[k] for k in ("mean", "score") if _is_num(raw.get(k))), None)
+        if mean is None:
+            return None
+        low, high = _bounds(raw)
+        return float(mean), low, high
+    if not _is_num(raw):
+        return None
+    for group_range in (entry.get("formats"), entry.get("orders")):
+        per_variant = _get(group_range, "per_variant")
+        if not isinstance(per_variant, Mapping):
+            continue
+        for key, group in per_variant.items():
+            if isinstance(group, Mapping) and f"{dim}={value}" in (key, group.get("description")):
+                low, high = _bounds(group)
+                return float(raw), low, high
+    return float(raw), None, None
+
+
+def dimensions_section(entry: Mapping[str, Any]) -> str:
+    dimensions = entry.get("dimensions")
+    if not isinstance(dimensions, Mapping) or not dimensions:
+        return f"<h3>Per-dimension marginals</h3><p>{NOT_REPORTED}</p>"
+    rows: list[tuple[str, float, float | None, float | None, str]] = []
+    for dim, values in dimensions.items():
+        if not isinstance(values, Mapping):
+            continue
+        for value, raw in values.items():
+            found = _marginal(entry, str(dim), str(value), raw)
+            if found is not None:
+                rows.append((f"{dim} = {value}", *found, ""))
+    if not rows:
+        return f"<h3>Per-dimension marginals</h3><p>{NOT_REPORTED}</p>"
+    with_intervals = any(low is not None for _, _, low, _, _ in rows)
+    caption = ("whiskers are the value's interval" if with_intervals
+               else "no intervals were reported for these means")
+    return ("<h3>Per-dimension marginals</h3>"
+            + interval_chart(rows[: MAX_GROUPS_SHOWN * 2], "mean score per dimension value")
+            + f'<p class="caption">Mean score of the cells rendered with each value; {caption}.'
+            "</p>")
+
+
+def _n_star_curves(entry: Mapping[str, Any]) -> tuple[list[float], list[float]] | None:
+    """The n* convergence curves, recomputed from the per-resampling scores (same as the run)."""
+    scores = _numbers(entry.get("resampling_scores"))
+    eps, delta = entry.get("eps"), entry.get("delta")
+    if len(scores) < 2 or not _is_num(eps) or not _is_num(delta):
+        return None
+    from pytest_reliable import stats
+
+    kwargs: dict[str, Any] = {}
+    method = entry.get("n_star_method")
+    if method and "method" in inspect.signature(stats.min_reliable_n).parameters:
+        kwargs["method"] = method
+    try:
+        result = stats.min_reliable_n(scores, eps=float(eps), delta=float(delta), **kwargs)
+    except (ValueError, TypeError):
+        return None
+    return [float(v) for v in result.mean_upper], [float(v) for v in result.var_upper]
+
+
+def n_star_section(entry: Mapping[str, Any]) -> str:
+    facts = _facts([
+        ("n*", _int(entry.get("n_star"))
+         + ("" if entry.get("n_star_reliable") is not False else
+            ' <span class="bad">not reliable at (eps, delta)</span>: the resamplings vouch for '
+            f"eps = {_num(entry.get('achievable_eps'), 4)}")),
+        ("source / method", (f"{_word(entry.get('n_star_source'))} / "
+                            f"{_word(entry.get('n_star_method'))}")),
+        ("paper's n*", _int(entry.get("n_star_paper"))),
+        ("eps / delta", f"{_word(entry.get('eps'))} / {_word(entry.get('delta'))}"),
+        ("pilot resamplings", _int(entry.get("pilot_n"))),
+    ])
+    curves = _n_star_curves(entry)
+    if curves is None:
+        return (f"<h3>n* convergence</h3>{facts}<p class=\"note\">No curve: it needs the "
+                "per-resampling scores (two or more), eps and delta in the report.</p>")
+    mean_upper, var_upper = curves
+    series = [
+        ("mean deviation", [(float(i + 1), v) for i, v in enumerate(mean_upper)], COLORS["main"],
+         False),
+        ("variance deviation", [(float(i + 1), v) for i, v in enumerate(var_upper)],
+         COLORS["second"], True),
+    ]
+    eps = float(entry["eps"])
+    n_star = entry.get("n_star")
+    vlines = [(f"n* = {int(n_star)}", float(n_star))] if _is_num(n_star) and n_star <= len(
+        mean_upper) else []
+    chart = line_chart(series, "resamplings n", "upper end of |deviation| (1 - delta/2 percentile)",
+                       "n* convergence curve", hlines=[(f"eps = {_tick_label(eps)}", eps)],
+                       vlines=vlines)
+    return (f"<h3>n* convergence</h3>{facts}{chart}"
+            '<p class="caption">For each n, the (1 - delta/2) percentile of how far the mean and '
+            "the variance of n resamplings fall from those of all of them "
+            "(<code>stats.min_reliable_n</code> over this run's per-resampling scores); n* is "
+            "the first n where both are within eps.</p>")
+
+
+def _baseline_groups(groups: Any) -> list[tuple[str, float, float | None, float | None, str]]:
+    items: list[tuple[str, Any]] = []
+    if isinstance(groups, Mapping):
+        items = [(str(k), v) for k, v in groups.items()]
+    elif isinstance(groups, list):
+        items = [(str(g.get("key") or g.get("description") or i), g)
+                 for i, g in enumerate(groups) if isinstance(g, Mapping)]
+    rows: list[tuple[str, float, float | None, float | None, str]] = []
+    for key, group in items:
+        if _is_num(group):
+            rows.append((key, float(group), None, None, ""))
+            continue
+        if not isinstance(group, Mapping):
+            continue
+        estimate = next((group[k] for k in ("estimate", "difference", "mean", "score")
+                         if _is_num(group.get(k))), None)
+        if estimate is None:
+            continue
+        low, high = _bounds(group)
+        rows.append((str(group.get("description") or key), float(estimate), low, high, ""))
+    return sorted(rows, key=lambda row: row[1])
+
+
+def baseline_section(entry: Mapping[str, Any]) -> str:
+    baseline = entry.get("baseline")
+    if not isinstance(baseline, Mapping):
+        return ""
+    difference = _mapping(baseline.get("difference"))
+    max_regression = next((float(c["limit"]) for c in _checks(entry)
+                           if c.get("name") == "max_regression" and _is_num(c.get("limit"))), None)
+    orp = _mapping(baseline.get("orp"))
+    parts = ["<h3>Against the baseline</h3>", _facts([
+        ("baseline model", _word(baseline.get("model"))),
+        ("baseline mean", _num(baseline.get("mean"))),
+        ("candidate - baseline", _num(difference.get("estimate"))
+         + _interval(difference.get("low"), difference.get("high"))),
+        ("McNemar p (canonical)", _num(baseline.get("mcnemar_p"), 4)),
+        ("ORP sigma_d / rho / area", " / ".join(_num(orp.get(k)) for k in ("sigma_d", "rho",
+                                                                             "area"))),
+    ])]
+    rows: list[tuple[str, float, float | None, float | None, str]] = []
+    if _is_num(difference.get("estimate")):
+        low, high = _bounds(difference)
+        rows.append(("overall", float(difference["estimate"]), low, high, ""))
+    rows += _baseline_groups(baseline.get("groups"))[:MAX_GROUPS_SHOWN]
+    if rows:
+        values = [v for row in rows for v in row[1:4] if v is not None]
+        references = [("0", 0.0, COLORS["zero"])]
+        if max_regression is not None:
+            references.append((f"-max_regression {_tick_label(-max_regression)}",
+                               -max_regression, COLORS["limit"]))
+            values.append(-max_regression)
+        lo, hi = min(values + [0.0]), max(values + [0.0])
+        pad = max((hi - lo) * 0.08, 0.02)
+        parts.append(interval_chart(rows, "paired differences candidate - baseline",
+                                    domain=(lo - pad, hi + pad), references=references))
+        parts.append('<p class="caption">Paired differences (candidate - baseline) over the same '
+                     "cells, overall and per group, with their intervals; below zero the "
+                     "candidate is worse.</p>")
+    curve = _numbers(orp.get("curve"))
+    if len(curve) >= 2:
+        grid = _numbers(orp.get("d"))
+        if len(grid) != len(curve):
+            d_max = float(orp["d_max"]) if _is_num(orp.get("d_max")) else ORP_D_MAX
+            grid = [d_max * i / (len(curve) - 1) for i in range(len(curve))]
+        parts.append(line_chart([("ORP(d)", list(zip(grid, curve)), COLORS["main"], False)],
+                                "true difference d", "observed reversal probability",
+                                "ORP curve"))
+        parts.append('<p class="caption">ILR\'s observed reversal probability: the chance that '
+                     "one run ranks the two models the wrong way round when their true scores "
+                     "differ by d.</p>")
+    return "".join(parts)
+
+
+def worst_variant_section(entry: Mapping[str, Any]) -> str:
+    worst = entry.get("worst_variant")
+    if not isinstance(worst, Mapping):
+        return f"<h3>Worst variant</h3><p>{NOT_REPORTED}</p>"
+    return ("<h3>Worst variant</h3>" + _facts([
+        ("group", f"{_word(worst.get('key'))} ({_word(worst.get('grouping'))})"),
+        ("description", _word(worst.get("description"))),
+        ("score", _num(worst.get("score"))),
+    ]) + "<p>Its rendered prompt for one instance:</p>"
+        + f"<pre>{_text(worst.get('prompt', ''), LONG_TEXT_CHARS)}</pre>"
+        + "<p>The model answered:</p>"
+        + f"<pre>{_text(worst.get('answer', ''), LONG_TEXT_CHARS)}</pre>")
+
+
+def message_section(entry: Mapping[str, Any]) -> str:
+    message = entry.get("message")
+    if not message:
+        return ""
+    return f"<h3>Failure message</h3><pre>{_text(message, LONG_TEXT_CHARS * 2)}</pre>"
+
+
+def reliable_facts(entry: Mapping[str, Any]) -> str:
+    canonical = _mapping(entry.get("canonical"))
+    calls = _mapping(entry.get("calls"))
+    method = canonical.get("interval_method")
+    return _facts([
+        ("model", _word(entry.get("model"))),
+        ("mode / resamplings", f"{_word(entry.get('mode'))} / {_int(entry.get('n_resamplings'))}"),
+        ("mean &plusmn; sd", f"{_num(entry.get('mean'))} &plusmn; {_num(entry.get('std'))}"),
+        ("canonical", _num(canonical.get("score"))
+         + _interval(canonical.get("wilson_low"), canonical.get("wilson_high"))
+         + (f" ({_text(method, 60)})" if method else " (Wilson 95%)"
+            if _is_num(canonical.get("wilson_low")) else "")),
+        ("pass@1 / pass@k / pass^k", " / ".join(_num(entry.get(k)) for k in (
+            "pass_at_1", "pass_at_k", "pass_hat_k")) + f" (k = {_int(entry.get('k'))})"),
+        ("policy", _word(entry.get("decide"))),
+        ("calls made / cached", f"{_int(calls.get('made'))} / {_int(calls.get('cached'))}"),
+        ("unparsed answers", _int(entry.get("unparsed"))),
+        ("temperature", _word(entry.get("temperature"))),
+        ("space / hash", (f"{_word(entry.get('space'))} / "
+                         f"{_word(str(entry.get('space_hash'))[:12] if entry.get('space_hash') else None)}")),
+        ("dataset hash", _word(str(entry.get("dataset_hash"))[:12]
+                               if entry.get("dataset_hash") else None)),
+    ])
+
+
+def reliable_body(entry: Mapping[str, Any]) -> str:
+    return "".join([
+        reliable_facts(entry),
+        "<h3>Thresholds</h3>", thresholds_table(entry),
+        distributions_section(entry),
+        groups_section("Formats", entry.get("formats")),
+        groups_section("Orders", entry.get("orders")),
+        dimensions_section(entry),
+        n_star_section(entry),
+        baseline_section(entry),
+        worst_variant_section(entry),
+        message_section(entry),  # last: it repeats the above as the terminal printed it
+    ])
+
+
+def checklist_body(entry: Mapping[str, Any]) -> str:
+    rate_name = RATE_NAMES.get(_kind(entry), "rate")
+    interval = entry.get("interval")
+    low, high = (interval[0], interval[1]) if isinstance(interval, list) and len(
+        interval) == 2 else (None, None)
+    calls = _mapping(entry.get("calls"))
+    parts = [_facts([
+        ("model", _word(entry.get("model"))),
+        (rate_name, _num(entry.get("rate")) + _interval(low, high)),
+        ("pairs / examples", _int(entry.get("pairs"))),
+        ("unparsed predictions", _int(entry.get("unparsed"))),
+        ("calls made / cached", f"{_int(calls.get('made'))} / {_int(calls.get('cached'))}"),
+    ])]
+    if _is_num(entry.get("rate")):
+        ok_low, ok_high = (float(low), float(high)) if _is_num(low) and _is_num(high) else (
+            None, None)
+        references = [(f"{c.get('name')} {_tick_label(float(c['limit']))}", float(c["limit"]),
+                       COLORS["limit"]) for c in _checks(entry)
+                      if _is_num(c.get("limit")) and 0 <= c["limit"] <= 1]
+        parts.append(interval_chart([(rate_name, float(entry["rate"]), ok_low, ok_high, "")],
+                                    f"{rate_name} with its interval", references=references))
+    parts += ["<h3>Thresholds</h3>", thresholds_table(entry), message_section(entry)]
+    failures = entry.get("failures")
+    if isinstance(failures, list) and failures:
+        rows = [[_text(f.get(k, ""), 1000) for k in ("original", "perturbed", "before", "after")]
+                for f in failures if isinstance(f, Mapping)]
+        parts += [f"<h3>Failing cases (first {len(rows)})</h3>",
+                  _table(["original", "perturbed", "prediction before", "prediction after"],
+                         rows, text=(0, 1, 2, 3))]
+    return "".join(parts)
+
+
+# -- the page ---------------------------------------------------------------------------------
+def _key_result(entry: Mapping[str, Any]) -> str:
+    if entry.get("verdict") == "error" and not _is_num(entry.get("mean")) and not _is_num(
+            entry.get("rate")):
+        return '<span class="na">no statistics: the evaluation did not complete</span>'
+    if _kind(entry) == "reliable":
+        canonical = _mapping(entry.get("canonical"))
+        return (f"mean {_num(entry.get('mean'))}; canonical {_num(canonical.get('score'))}"
+                + _interval(canonical.get("wilson_low"), canonical.get("wilson_high"), 2))
+    if _kind(entry) in RATE_NAMES:
+        interval = entry.get("interval")
+        low, high = (interval[0], interval[1]) if isinstance(interval, list) and len(
+            interval) == 2 else (None, None)
+        return (f"{RATE_NAMES[_kind(entry)]} {_num(entry.get('rate'))}"
+                + _interval(low, high, 2))
+    return NOT_REPORTED
+
+
+def summary_section(tests: list[Mapping[str, Any]], names: dict[str, str]) -> str:
+    blocking = [t for t in tests if t.get("verdict") != "passed"]
+    if not tests:
+        banner = '<div class="banner passed">No pytest-reliable tests in this report.</div>'
+    elif blocking:
+        banner = (f'<div class="banner failed">Release blocked: {len(blocking)} of {len(tests)} '
+                  f"test{'s' if len(tests) != 1 else ''} did not pass.</div>")
+    else:
+        banner = (f'<div class="banner passed">All {len(tests)} '
+                  f"test{'s' if len(tests) != 1 else ''} passed.</div>")
+    numbered = list(enumerate(tests, start=1))
+    ordered = ([(i, t) for i, t in numbered if t.get("verdict") != "passed"]
+               + [(i, t) for i, t in numbered if t.get("verdict") == "passed"])
+    rows = [[
+        f'<a href="#test-{i}">{_text(names[str(t.get("nodeid", "?"))], 160)}</a>',
+        _word(t.get("kind")),
+        _badge(t.get("verdict")),
+        _key_result(t),
+        why_blocked(t) or '<span class="ok">every threshold passed</span>',
+    ] for i, t in ordered]
+    table = (_table(["test", "kind", "verdict", "result", "why it blocks"], rows, text=(4,))
+             if rows else "")
+    return f"{banner}<h2>Summary</h2>{table}"
+
+
+def entry_section(index: int, entry: Mapping[str, Any], name: str, *, opened: bool) -> str:
+    verdict = entry.get("verdict")
+    kind = _kind(entry)
+    if verdict == "error" and not isinstance(entry.get("thresholds"), list):
+        body = "<p>The evaluation did not complete: no statistics are reported.</p>" + \
+               message_section(entry)
+    elif kind == "reliable":
+        body = reliable_body(entry)
+    elif kind in RATE_NAMES:
+        body = checklist_body(entry)
+    else:
+        body = message_section(entry) or f"<p>{NOT_REPORTED}</p>"
+    return (f'<details class="test {_verdict_class(verdict)}" id="test-{index}"'
+            f'{" open" if opened else ""}><summary>'
+            f"{_badge(verdict)} {_text(name, 300)} <span class=\"note\">({_word(kind)})</span>"
+            f"</summary>{body}</details>")
+
+
+def render_html(report: Mapping[str, Any]) -> str:
+    """The whole page, as text. Deterministic: the same report dict gives the same bytes."""
+    data = json_safe(dict(report))
+    tests = [t for t in data.get("tests") or [] if isinstance(t, Mapping)]
+    names = short_nodeids([str(t.get("nodeid", "?")) for t in tests])
+    failed = sum(t.get("verdict") != "passed" for t in tests)
+    title = (f"pytest-reliable: {failed} of {len(tests)} tests blocking" if failed
+             else f"pytest-reliable: {len(tests)} tests passed")
+    space_hash = data.get("space_hash")
+    meta = " &middot; ".join([
+        f"model {_word(data.get('model'))}",
+        f"seed {_word(data.get('seed'))}",
+        f"spaces {_word(space_hash[:12]) if isinstance(space_hash, str) else 'built-in default'}",
+        f"created {_word(data.get('created'))}",
+        f"pytest-reliable {_word(data.get('pytest_reliable_version'))}",
+        f"report schema {_word(data.get('schema_version'))}",
+    ])
+    style_hash = base64.b64encode(hashlib.sha256(CSS.encode()).digest()).decode()
+    # The blocking tests are what a reader opened the page for: shown open when few.
+    open_blocking = 0 < failed <= OPEN_BLOCKING_AT_MOST
+    sections = "".join(
+        entry_section(i + 1, t, names[str(t.get("nodeid", "?"))],
+                     opened=open_blocking and t.get("verdict") != "passed")
+        for i, t in enumerate(tests))
+    return "".join([
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP.format(style_hash=style_hash)}">',
+        '<meta name="referrer" content="no-referrer">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_text(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>pytest-reliable release gate</h1><p class=\"meta\">{meta}</p>",
+        summary_section(tests, names),
+        ("<h2>Tests</h2>"
+        '<p class="caption">Open a test for its thresholds, distributions, marginals, n* curve, '
+        "baseline comparison and worst prompt.</p>"),
+        sections,
+        "</body></html>\n",
+    ])
+
+
+def write_html(report: Mapping[str, Any], path: str | Path) -> None:
+    """Atomically, as the JSON report: a reader never sees half a page."""
+    page = render_html(report)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-", suffix=".tmp")
+    try:
+        # mkstemp makes the file private (0600); a page is for sharing: the umask's usual mode.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(page)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def summary_fragment(report: Mapping[str, Any], link: str | None = None) -> str:
+    """A short HTML block (banner and summary table) for other pages, e.g. pytest-html's report.
+    Its links point into the full page at ``link`` (a URL relative to that page) when one was
+    written."""
+    data = json_safe(dict(report))
+    tests = [t for t in data.get("tests") or [] if isinstance(t, Mapping)]
+    names = short_nodeids([str(t.get("nodeid", "?")) for t in tests])
+    block = summary_section(tests, names).replace("<h2>Summary</h2>", "")
+    if link:
+        href = html.escape(quote(link), quote=True)
+        block = block.replace('href="#test-', f'href="{href}#test-')
+        block += f'<p>Full pytest-reliable report: <a href="{href}">{_text(link)}</a></p>'
+    else:
+        block = re.sub(r'<a href="#test-\d+">(.*?)</a>', r"\1", block)
+    return f'<div class="pytest-reliable"><h2>pytest-reliable</h2>{block}</div>'
+
+
+def entry_fragment(entry: Mapping[str, Any]) -> str:
+    """One test's verdict, key numbers and thresholds as a short HTML block (pytest-html extras)."""
+    data = json_safe(dict(entry))
+    return (f'<div class="pytest-reliable">{_badge(data.get("verdict"))} {_key_result(data)}'
+            f"{thresholds_table(data)}</div>")
