@@ -247,7 +247,7 @@ def test_any_value_in_any_field_renders_an_inert_page(replacements: dict[str, An
 def test_markdown_summary_mentions_the_html_file() -> None:
     report = full_report()
     assert "HTML report" not in markdown_summary(report)
-    assert "written to `out/gate.html`" in markdown_summary(report, "out/gate.html")
+    assert "written to `out/gate.html`" in markdown_summary(report, html_path="out/gate.html")
 
 
 def test_the_rebuild_command_writes_the_same_page(tmp_path: Path,

@@ -48,12 +48,12 @@ from pytest_reliable import Dataset, MultipleChoice
 DATA = Dataset.from_records({dataset!r})
 
 
-@pytest.mark.reliable(space="wrappers", n=2, mode="fixed", min_score=0.9)
+@pytest.mark.reliable(space="wrappers", n=2, mode="fixed", min_score=0.9, decide="estimate")
 def test_flaky(reliable):
     reliable.evaluate(DATA, MultipleChoice())
 
 
-@pytest.mark.reliable(space="wrappers", n=2, mode="fixed", min_score=0.9)
+@pytest.mark.reliable(space="wrappers", n=2, mode="fixed", min_score=0.9, decide="estimate")
 def test_steady(reliable):
     reliable.evaluate(DATA, MultipleChoice())
 '''
