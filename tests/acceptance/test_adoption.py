@@ -184,8 +184,10 @@ def pytest_reliable_table_columns(columns):
 '''
 
 
-def test_hooks_add_a_json_field_and_a_table_column(pytester: pytest.Pytester) -> None:
+def test_hooks_add_a_json_field_and_a_table_column(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     write_project(pytester, conftest=HOOKS)
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough for the optional column
     result, report = run_json(pytester, "-n", "2")
     assert {entry["team"] for entry in report["tests"]} == {"search"}
     table = result.stdout.str().split("reliable summary")[-1].splitlines()
