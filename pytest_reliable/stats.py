@@ -536,7 +536,7 @@ def noise_floor(
         if n_groups <= 64:  # a one-hot product is fastest for a few groups
             onehot = np.zeros((lab.size, n_groups))
             onehot[np.flatnonzero(mask), lab[mask]] = 1.0
-            sums = flat_shuffled @ onehot
+            sums: FloatArray = flat_shuffled @ onehot
         else:
             flat = (np.arange(reps)[:, None] * n_groups + lab[mask][None, :]).ravel()
             sums = np.bincount(flat, weights=flat_shuffled[:, mask].ravel(),
