@@ -539,8 +539,9 @@ def noise_floor(
             sums: FloatArray = flat_shuffled @ onehot
         else:
             flat = (np.arange(reps)[:, None] * n_groups + lab[mask][None, :]).ravel()
-            sums = np.bincount(flat, weights=flat_shuffled[:, mask].ravel(),
-                               minlength=reps * n_groups).reshape(reps, n_groups)
+            sums = np.asarray(np.bincount(flat, weights=flat_shuffled[:, mask].ravel(),
+                                          minlength=reps * n_groups),
+                              dtype=np.float64).reshape(reps, n_groups)
         effects = sums[:, live] / cells[live]
         spread = np.maximum(spread, effects.max(axis=1) - effects.min(axis=1))
     return float(spread.mean())
