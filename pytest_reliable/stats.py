@@ -542,11 +542,12 @@ def noise_floor(
         if n_groups <= 64:  # a one-hot product is fastest for a few groups
             onehot = np.zeros((lab.size, n_groups))
             onehot[np.flatnonzero(mask), lab[mask]] = 1.0
-            sums = flat_shuffled @ onehot
+            sums: FloatArray = flat_shuffled @ onehot
         else:
             flat = (np.arange(reps)[:, None] * n_groups + lab[mask][None, :]).ravel()
-            sums = np.bincount(flat, weights=flat_shuffled[:, mask].ravel(),
-                               minlength=reps * n_groups).reshape(reps, n_groups)
+            sums = np.asarray(np.bincount(flat, weights=flat_shuffled[:, mask].ravel(),
+                                          minlength=reps * n_groups),
+                              dtype=np.float64).reshape(reps, n_groups)
         effects = sums[:, live] / cells[live]
         spread = np.maximum(spread, effects.max(axis=1) - effects.min(axis=1))
     return float(spread.mean())
@@ -554,24 +555,39 @@ def noise_floor(
 
 @dataclass(frozen=True)
 class StdBound:
-    """The sample standard deviation (ddof=1) of ``n`` values with chi-square bounds (normal
-    theory: (n - 1) s^2 / sigma^2 ~ chi2(n - 1))."""
+    """The sample standard deviation (ddof=1) of ``n`` values with chi-square bounds.
+
+    Normal theory: (n - 1) s^2 / sigma^2 ~ chi2(n - 1). ``dataset_var`` is the variance of
+    sigma^2 that comes from the instances themselves (the claim is about instances like the
+    dataset's, not this dataset only); it lowers the degrees of freedom by Satterthwaite's rule,
+    df = (n - 1) * v_chi / (v_chi + dataset_var) with v_chi = 2 s^4 / (n - 1).
+    """
 
     std: float
     n: int
-    method: str = "sample std (ddof=1), chi-square bound"
+    dataset_var: float = 0.0
+    method: str = "sample std (ddof=1), chi-square bound (Satterthwaite df with instance sampling)"
+
+    @property
+    def df(self) -> float:
+        if self.n < 2:
+            return 0.0
+        v_chi = 2.0 * self.std**4 / (self.n - 1)
+        if v_chi <= 0.0 or self.dataset_var <= 0.0:
+            return float(self.n - 1)
+        return max(1.0, (self.n - 1) * v_chi / (v_chi + self.dataset_var))
 
     def upper(self, confidence: float) -> float:
         if self.n < 2:
             return math.inf
-        return math.sqrt((self.n - 1) * self.std**2 / float(_sps.chi2.ppf(1.0 - confidence,
-                                                                          self.n - 1)))
+        df = self.df
+        return math.sqrt(df * self.std**2 / float(_sps.chi2.ppf(1.0 - confidence, df)))
 
     def lower(self, confidence: float) -> float:
         if self.n < 2:
             return 0.0
-        return math.sqrt((self.n - 1) * self.std**2 / float(_sps.chi2.ppf(confidence,
-                                                                          self.n - 1)))
+        df = self.df
+        return math.sqrt(df * self.std**2 / float(_sps.chi2.ppf(confidence, df)))
 
     def p_above(self, limit: float) -> float:
         """p-value of "sigma <= limit" (small: evidence that sigma is above the limit)."""
@@ -579,14 +595,26 @@ class StdBound:
             return 1.0
         if limit <= 0.0:
             return 0.0 if self.std > 0.0 else 1.0
-        return float(_sps.chi2.sf((self.n - 1) * self.std**2 / limit**2, self.n - 1))
+        df = self.df
+        return float(_sps.chi2.sf(df * self.std**2 / limit**2, df))
 
 
-def sample_std_bound(values: ArrayLike) -> StdBound:
-    """`StdBound` of ``values`` (one score per resampling)."""
+def sample_std_bound(values: ArrayLike, cells: ArrayLike | None = None) -> StdBound:
+    """`StdBound` of ``values`` (one score per resampling).
+
+    ``cells``, the (resamplings, instances) matrix the values are row means of, adds the
+    instance-sampling variance of sigma^2: sigma^2 = mean_i(v_i) / N with v_i the variance of
+    instance i's cells, so var(sigma^2) ~ var(v_i) / N^3 (within-instance variances only).
+    """
     x = _scores(values, "values")
     std = float(np.std(x, ddof=1)) if x.size > 1 else 0.0
-    return StdBound(std, int(x.size))
+    dataset_var = 0.0
+    if cells is not None:
+        s = np.asarray(cells, dtype=np.float64)
+        if s.ndim == 2 and s.shape[0] > 1 and s.shape[1] > 1:
+            per_instance = np.var(s, axis=0, ddof=1)
+            dataset_var = float(np.var(per_instance, ddof=1)) / s.shape[1] ** 3
+    return StdBound(std, int(x.size), dataset_var)
 
 
 def holm(pvalues: ArrayLike, alpha: float) -> tuple[npt.NDArray[np.bool_], FloatArray]:

@@ -468,7 +468,8 @@ def summarize(
         mean_bound=stats.clustered_mean(
             scores, two_way=variants_sampled(space, matrix, mode)
         ) if scores.size else None,
-        std_bound=stats.sample_std_bound(per_resampling) if per_resampling.size else None,
+        std_bound=(stats.sample_std_bound(per_resampling, scores)
+                   if per_resampling.size else None),
         pass_at_k_bound=stats.clustered_mean(at_k_each),
         pass_hat_k_bound=stats.clustered_mean(hat_k_each),
     )
