@@ -362,7 +362,7 @@ INVALID: list[tuple[str, Call, str, str]] = [
     ("orp d_max negative", lambda: orp([0.1, 0.2], [0.2, 0.1], d_max=-1), "d_max", "> 0"),
     ("orp grid 1", lambda: orp([0.1, 0.2], [0.2, 0.1], grid=1), "grid", ">= 2"),
     ("orp empty", lambda: orp([], []), "scores_a", "empty"),
-    ("n* eps", lambda: stats.min_reliable_n([0.1, 0.2], eps=1.0), "eps", "(0, 1)"),
+    ("n* eps", lambda: stats.min_reliable_n([0.1, 0.2], eps=0.0), "eps", "> 0"),
     ("n* delta", lambda: stats.min_reliable_n([0.1, 0.2], delta=0.0), "delta", "(0, 1)"),
     ("n* subsets", lambda: stats.min_reliable_n([0.1, 0.2], subsets=0), "subsets", ">= 1"),
     ("n* empty", lambda: stats.min_reliable_n([]), "scores", "empty"),
@@ -386,8 +386,12 @@ def test_invalid_input_raises_value_error_naming_the_argument(
 @settings(max_examples=30)
 @given(st.floats(allow_nan=True).filter(lambda v: not (0.0 < v < 1.0)))
 def test_out_of_range_probabilities_rejected(value: float) -> None:
+    # eps is on the scores' own scale (SPEC section 7): any eps > 0, so only eps <= 0 and NaN
+    # are out of range.
+    if not value > 0.0 or math.isinf(value):
+        with pytest.raises(ValueError, match="eps"):
+            stats.min_reliable_n([0.1, 0.3], eps=value)
     for call, name in (
-        (lambda: stats.min_reliable_n([0.1, 0.3], eps=value), "eps"),
         (lambda: stats.min_reliable_n([0.1, 0.3], delta=value), "delta"),
         (lambda: wilson_interval(1, 2, value), "confidence"),
     ):
