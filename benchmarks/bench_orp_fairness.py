@@ -13,9 +13,10 @@ BBH instances, `ilr` and `fixed` at equal calls (n resamplings x N instances eac
 
 The two configurations are *simulated*, not the embedded model: the embedded SmolLM2 answers
 about 0.45 s per call on this machine, and a stable ORP estimate needs hundreds of repeated plans.
-The simulation is calibrated to what we measured on the embedded model's real BBH matrix
-(research/verdicts.md): per-cell correctness is mostly format x instance interaction (about 79%
-of the logit variance), plus shared instance difficulty and a format preference of each
+The simulation is shaped after what research/verdicts.md reports of the embedded model's real
+BBH matrix (parameters chosen by hand, not fitted): per-cell correctness is mostly format x
+instance interaction (72% of the logit variance here; 79% measured there), plus shared instance
+difficulty and a format preference of each
 configuration (correlation 0.3 between the two: "a new system prompt likes other formats").
 A cell's answer is a deterministic function of (configuration, instance, format): temperature 0.
 
@@ -42,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SPACE_FILE = ROOT / "examples" / "reliable.yaml"
 DATA = ROOT / "tests" / "data" / "bbh" / "logical_deduction_three_objects.json"
 
-# Logit scale components (standard deviations), calibrated as the module docstring says.
+# Logit scale components (standard deviations), chosen as the module docstring says.
 INSTANCE_SD, FORMAT_SD, INTERACTION_SD = 0.9, 0.45, 1.6
 PREFERENCE_CORRELATION = 0.3
 MEANS = {"production": -0.55, "candidate": -0.45}  # accuracies about 0.38 and 0.40
