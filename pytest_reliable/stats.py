@@ -30,9 +30,9 @@ from statsmodels.stats.contingency_tables import mcnemar as _sm_mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
 __all__ = [
-    "GroupEffects",
-    "ConfidenceSequence",
     "ClusteredDifference",
+    "ConfidenceSequence",
+    "GroupEffects",
     "McNemarResult",
     "Moments",
     "NStarResult",
@@ -55,9 +55,9 @@ __all__ = [
     "noise_floor",
     "orp",
     "paired_comparison",
-    "paired_group_effects",
     "paired_difference",
     "paired_group_differences",
+    "paired_group_effects",
     "pass_at_k",
     "pass_hat_k",
     "ranges",

@@ -14,9 +14,10 @@ What the bounds cover, honestly:
   sequence: see `SEQUENCE` (the asymptotic one by default: it settles a model 0.1 from its limit
   with >= 3x fewer calls; the exact betting one only 1.4x).
 - Instance sampling enters as a margin: the bound on mu (the threshold's estimand, SPEC section 11)
-  is the sequence's bound widened by z * se_I, where se_I is the standard error over instances of
-  their mean scores. The error budget alpha = 1 - confidence is split in halves: alpha/2 for the
-  sequence (each side), alpha/2 for the instance margin.
+  is the sequence's bound widened by the distance from the mean to the gate's own clustered bound
+  (`stats.clustered_mean`: Wilson on the effective n, t(N-1)) at alpha/2. The error budget
+  alpha = 1 - confidence is split in halves: alpha/2 for the sequence (each side), alpha/2 for
+  the instance margin.
 - Covered thresholds: ``min_score`` (the mean over resamplings). Thresholds computed from the
   canonical pass alone (``min_lower_ci``, ``min_pass_at_k``, ``min_pass_hat_k``) do not change
   with more resamplings and are settled after the first batch. Group ranges and ``max_std`` have
@@ -34,7 +35,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as _sps
 
 from pytest_reliable import stats
 from pytest_reliable.evaluation import ScoreMatrix, StagedEvaluation, append_resamplings
@@ -99,15 +99,17 @@ def mean_bounds(
         cs = stats.asymptotic_cs(per_resampling, alpha, t_opt=t_opt)
     else:
         raise ValueError(f"sequence must be one of {SEQUENCES}, got {sequence!r}")
-    n_instances = scores.shape[1]
-    if n_instances >= 2:
-        per_instance = scores.mean(axis=0)
-        se = float(np.std(per_instance, ddof=1)) / math.sqrt(n_instances)
-        margin = float(_sps.norm.ppf(1.0 - alpha / 2.0)) * se
-    else:
-        margin = math.inf  # one instance says nothing about instances like it
     low, high = float(cs.low[-1]), float(cs.high[-1])
-    return MeanBounds(low - margin, high + margin, low, high, margin)
+    if scores.shape[1] < 2:
+        # One instance says nothing about instances like it.
+        return MeanBounds(-math.inf, math.inf, low, high, math.inf)
+    # The instance margin is the gate's own clustered bound (at alpha/2), so a verdict settled
+    # here is the verdict the gate reaches on the same resamplings.
+    instances = stats.clustered_mean(scores)
+    margin_low = instances.p - instances.lower(1.0 - alpha / 2.0)
+    margin_high = instances.upper(1.0 - alpha / 2.0) - instances.p
+    return MeanBounds(low - margin_low, high + margin_high, low, high,
+                      max(margin_low, margin_high))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pytest_reliable import Dataset, MultipleChoice
 
 DATA = Dataset.from_records({dataset!r}[:1])
 
-@pytest.mark.reliable(space="wrappers", n=4, mode="fixed", min_score=0.4)
+@pytest.mark.reliable(space="wrappers", n=4, mode="fixed", min_score=0.4, decide="estimate")
 def test_gate(reliable):
     reliable.evaluate(DATA, MultipleChoice())
 '''
@@ -200,7 +200,7 @@ def reliable_model():
     return on_the_test_loop
 
 
-@pytest.mark.reliable(space="wrappers", n=4, mode="fixed", min_score=0.4)
+@pytest.mark.reliable(space="wrappers", n=4, mode="fixed", min_score=0.4, decide="estimate")
 def test_async_gate(reliable):
     async def body():
         report = await reliable.aevaluate(DATA, MultipleChoice())

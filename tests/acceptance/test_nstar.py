@@ -61,7 +61,7 @@ def test_bootstrap_extends_the_pilot_and_a_later_run_reuses_n_star_and_calls(
     assert again["n_star_source"] == "store" and again["pilot_n"] is None
     assert (again["n_star"], again["n_star_paper"]) == (n_star, entry["n_star_paper"])
     assert again["n_resamplings"] == n_star
-    assert again["calls"] == {"made": 0, "cached": 5 * (n_star + 1)}
+    assert (again["calls"]["made"], again["calls"]["cached"]) == (0, 5 * (n_star + 1))
     assert again["mean"] == pytest.approx(entry["mean"])
 
     # Method and cap are part of the store's key: the paper's n* needs its own pilot.
@@ -85,7 +85,7 @@ def test_bootstrap_at_the_cap(pytester: pytest.Pytester) -> None:
 
 @pytest.mark.parametrize(
     ("option", "fragment"),
-    [("--reliable-n-method=exact", "choose bootstrap or paper"),
+    [("--reliable-n-method=exact", "invalid choice: 'exact' (choose from 'bootstrap', 'paper')"),
      ("--reliable-n-max=0", "give an integer >= 1")],
 )
 def test_bad_n_options_are_usage_errors(pytester: pytest.Pytester, option: str, fragment: str) -> None:
@@ -116,15 +116,15 @@ from pytest_reliable import Dataset, MultipleChoice
 
 DATA = Dataset.from_records({dataset!r})
 
-@pytest.mark.reliable(space="wrappers", n=60, min_score=0.5, stop_early=True)
+@pytest.mark.reliable(space="wrappers", n=60, min_score=0.3, stop_early=True)
 def test_clear_cut(reliable):
     reliable.evaluate(DATA, MultipleChoice())
 
-@pytest.mark.reliable(space="wrappers", n=60, min_score=0.5)
+@pytest.mark.reliable(space="wrappers", n=60, min_score=0.3)
 def test_full(reliable):
     reliable.evaluate(DATA, MultipleChoice())
 
-@pytest.mark.reliable(space="wrappers", n=12, min_score=0.5, min_worst=0.2, stop_early=True)
+@pytest.mark.reliable(space="wrappers", n=12, min_score=0.3, min_worst=0.2, stop_early=True)
 def test_uncovered(reliable):
     reliable.evaluate(DATA, MultipleChoice())
 '''
