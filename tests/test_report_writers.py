@@ -115,3 +115,12 @@ def test_table_never_crashes_on_missing_numbers(overrides: dict, kind: str) -> N
     for key in ("canonical", "formats", "calls"):
         entry.pop(key)
     assert summary_table([entry])
+
+
+def test_json_report_keeps_a_lone_surrogate_as_an_escape(tmp_path: Path) -> None:
+    """A model may answer a lone surrogate: the report is still written, as valid JSON."""
+    from pytest_reliable.report.json_report import write_report
+
+    path = tmp_path / "report.json"
+    write_report({"tests": [{"nodeid": "t", "answer": "A\ud800 é"}]}, path)
+    assert json.loads(path.read_text(encoding="utf-8"))["tests"][0]["answer"] == "A\ud800 é"

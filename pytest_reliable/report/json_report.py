@@ -39,11 +39,17 @@ def write_report(report: dict[str, Any], path: str | Path) -> None:
     """Atomically: a reader never sees half a report."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    safe = json_safe(report)
+    text = json.dumps(safe, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A model answered a lone surrogate, which UTF-8 cannot hold: escape it (valid JSON).
+        data = (json.dumps(safe, indent=2, allow_nan=False, ensure_ascii=True) + "\n").encode()
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(json_safe(report), handle, indent=2, allow_nan=False, ensure_ascii=False)
-            handle.write("\n")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
