@@ -785,7 +785,7 @@ def _positive(value: float, name: str) -> float:
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}") from exc
     if not (math.isfinite(v) and v > 0.0):
-        raise ValueError(f"{name} must be a finite number > 0 (on the scores' scale), got {value!r}")
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return v
 
 
@@ -1205,12 +1205,7 @@ def orp(scores_a: ArrayLike, scores_b: ArrayLike, d_max: float = 0.3, grid: int 
         raise ValueError(
             f"scores_a and scores_b need at least 2 scores each (ddof=1), got {a.size}"
         )
-    try:
-        d_max_f = float(d_max)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"d_max must be a number > 0, got {d_max!r}") from exc
-    if not (math.isfinite(d_max_f) and d_max_f > 0.0):
-        raise ValueError(f"d_max must be a finite number > 0, got {d_max!r}")
+    d_max_f = _positive(d_max, "d_max")
     n_grid = _count(grid, "grid", minimum=2)
 
     # A constant vector has s = 0 exactly (np.std can return ~1e-17 from the mean's round-off).
