@@ -77,8 +77,9 @@ def test_baseline_runs_exactly_the_candidates_plan_with_its_own_identity(tmp_pat
     assert any(r.sample_index > 0 for r in requests)  # temperature 0.7 repeats are numbered
     keys = {who: {cache_key(who, r.messages, r.params, r.sample_index, r.scope)
                   for r in requests} for who in ("candidate", "production")}
-    stored = set(s.cache._memory)
-    assert stored == keys["candidate"] | keys["production"]
+    expected = keys["candidate"] | keys["production"]
+    assert set(s.cache.get_many(sorted(expected))) == expected
+    assert s.cache.count() == len(expected)
     assert sorted(candidate.prompts) == sorted(baseline.prompts)
     assert report.baseline is not None and report.baseline.model == "production"
     assert report.baseline.calls_made + report.baseline.calls_cached == len(requests)
