@@ -25,9 +25,9 @@ from pytest_reliable import Dataset
 BLOCKED = pytest.mark.xfail(strict=True, reason="the 135M model is not good enough: the gate blocks it")
 
 
-@pytest.mark.reliable(space="adjectives", n=2, min_score=0.4)
+@pytest.mark.reliable(space="adjectives", n=2, min_score=0.35)
 def test_adjective_order_on_evidence(reliable, adjectives, multiple_choice):
-    """Passes only if the data show the score is at least 0.4 (its lower bound clears 0.4)."""
+    """Passes only if the data show the score is at least 0.35 (its lower bound clears 0.35)."""
     reliable.evaluate(adjectives, multiple_choice)
 
 
@@ -47,7 +47,7 @@ def test_adjective_order_release_bar(reliable, adjectives, multiple_choice):
 
 
 @pytest.mark.reliable(space="adjectives", n=1, temperature=0.7, k=4, min_pass_at_k=0.6,
-                      min_pass_hat_k=0.05)
+                      min_pass_hat_k=0.02)
 def test_adjective_order_at_production_temperature(reliable, adjectives, multiple_choice):
     """At temperature 0.7 with 4 samples per instance: pass@1, pass@4 and pass^4 (all 4 right)."""
     report = reliable.evaluate(Dataset.from_records(list(adjectives)[:40]), multiple_choice)
