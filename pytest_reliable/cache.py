@@ -208,6 +208,17 @@ SCHEMA = (
 _ROW = "text, logprobs, prompt_tokens, completion_tokens, latency_s, extra"
 
 
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """WAL lets readers and one writer share the file. Switching to it needs an exclusive lock that
+    sqlite's busy timeout does not wait for: when another process (an xdist worker) is switching
+    the same new file at this moment, "database is locked" means it is being done; correctness
+    does not depend on the journal mode, only speed."""
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+    except sqlite3.OperationalError:
+        pass
+
+
 class ResponseCache:
     """Cache of model responses. Use `ResponseCache.open(path, mode)` or `ResponseCache.memory()`.
 
@@ -246,7 +257,7 @@ class ResponseCache:
                     str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None,
                     check_same_thread=False,
                 )
-                conn.execute("PRAGMA journal_mode=WAL")
+                _use_wal(conn)
                 conn.execute("PRAGMA synchronous=NORMAL")
             if path is not None:
                 _check_schema(conn, path)
@@ -394,7 +405,7 @@ class BudgetLedger:
                 str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None,
                 check_same_thread=False,
             )
-            conn.execute("PRAGMA journal_mode=WAL")
+            _use_wal(conn)
             with conn:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute(
