@@ -17,19 +17,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import pytest
+import pluggy
+
+# pytest's own hookspec marker (what ``pytest.hookspec`` is), without importing pytest here.
+hookspec = pluggy.HookspecMarker("pytest")
 
 Column = tuple[str, Callable[[dict[str, Any]], str]]
 """A summary-table column: its header and the cell text of one JSON entry."""
 
 
-@pytest.hookspec
+@hookspec
 def pytest_reliable_report_entry(entry: dict[str, Any]) -> None:
     """Called with each test's JSON report entry (SPEC section 8) before it is written anywhere:
     add or change fields in place. Values must be JSON-serialisable."""
 
 
-@pytest.hookspec
+@hookspec
 def pytest_reliable_table_columns(columns: list[Column]) -> None:
     """Called once with the `reliable` summary table's columns (header, cell function), in
     order: append, insert or remove columns in place. Columns beyond the essential ones are

@@ -723,7 +723,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(XdistHooks(), "reliable-xdist")
     _stop_on_sigterm(config)
     if config.pluginmanager.hasplugin("html"):
-        from pytest_reliable.pytest_html_hooks import PytestHtmlHooks
+        from pytest_reliable._plugin_html import PytestHtmlHooks
 
         config.pluginmanager.register(PytestHtmlHooks(_state(config)), "reliable-pytest-html")
 
