@@ -13,7 +13,6 @@ Answer texts that are not valid UTF-8 (a lone surrogate) are stored as UTF-8 byt
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_reliable.errors import ReliableError
+from pytest_reliable.files import content_hash
 from pytest_reliable.models.base import Message, ModelResponse, SamplingParams
 
 RecordMode = Literal["new", "none", "all"]
@@ -133,8 +133,7 @@ def cache_key(
         "sample_index": int(sample_index),
         "scope": scope,
     }
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return content_hash(payload)
 
 
 def prompt_excerpt(

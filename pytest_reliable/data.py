@@ -19,7 +19,6 @@ file) and the field.
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -27,13 +26,9 @@ from pathlib import Path
 from typing import Any, overload
 
 from pytest_reliable.errors import DatasetError
+from pytest_reliable.files import content_hash
 
 Record = dict[str, Any]
-
-
-def _canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
-                      default=str)
 
 
 class Dataset(Sequence[Record]):
@@ -53,8 +48,7 @@ class Dataset(Sequence[Record]):
         if locations is not None and len(locations) != len(self._records):
             raise ValueError("one location per record")
         self._locations = tuple(locations) if locations is not None else None
-        self._hash = hashlib.sha256(
-            _canonical_json(list(self._records)).encode("utf-8")).hexdigest()
+        self._hash = content_hash(list(self._records))
 
     # -- constructors -----------------------------------------------------------------------
     @classmethod

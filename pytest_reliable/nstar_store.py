@@ -8,15 +8,14 @@ older version's, a hand edit) is treated as absent with a warning: the pilot run
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
-import tempfile
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
+
+from pytest_reliable.files import content_hash, write_atomic
 
 
 class NStarStoreWarning(UserWarning):
@@ -40,8 +39,7 @@ class NStarKey:
     n_max: int = 1000
 
     def digest(self) -> str:
-        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+        return content_hash(asdict(self))[:32]
 
 
 @dataclass(frozen=True)
@@ -104,13 +102,5 @@ class NStarStore:
         return entry
 
     def put(self, key: NStarKey, entry: NStarEntry) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
         record = {"key": asdict(key), **asdict(entry)}
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".n_star-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(record, handle, indent=2)
-            os.replace(tmp, self._path(key))
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(self._path(key), json.dumps(record, indent=2))

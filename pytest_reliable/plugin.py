@@ -12,8 +12,6 @@ import argparse
 import asyncio
 import contextlib
 import functools
-import hashlib
-import json
 import math
 import os
 import signal
@@ -27,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_reliable.files import content_hash
 from pytest_reliable.markerspec import (
     ChecklistSpec,
     MarkerArgumentError,
@@ -449,11 +448,8 @@ class ReliableState:
     def spaces_hash(self) -> str | None:
         if not self.config_path.exists():
             return None
-        canonical = json.dumps(
-            {name: space.normalized() for name, space in sorted(self.spaces.items())},
-            sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-        )
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return content_hash(
+            {name: space.normalized() for name, space in sorted(self.spaces.items())})
 
     def model_label(self) -> str:
         fixture = self.model_fixture_source()

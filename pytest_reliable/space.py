@@ -17,12 +17,9 @@ An invalid variant is never produced by sampling. This module never renders prom
 from __future__ import annotations
 
 import difflib
-import hashlib
 import itertools
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from pytest_reliable.errors import LockError, ReliableConfigError
+from pytest_reliable.files import content_hash, write_atomic
 
 ENUMERATORS: tuple[str, ...] = (
     "upper", "lower", "number", "roman", "lower_roman", "unicode_roman", "greek", "keyboard",
@@ -205,8 +203,7 @@ class Variant:
     @property
     def format_key(self) -> str:
         """A stable short string identifying the format (the format dimensions' values)."""
-        blob = json.dumps(self.format_values, ensure_ascii=False, separators=(",", ":"))
-        return "f" + hashlib.sha256(blob.encode()).hexdigest()[:10]
+        return "f" + content_hash(self.format_values, sort_keys=False)[:10]
 
     @property
     def marker(self) -> str:
@@ -429,9 +426,7 @@ class Space:
     def hash(self) -> str:
         """sha256 hex of the canonical JSON of `normalized` (independent of YAML formatting)."""
         if self._hash is None:
-            blob = json.dumps(self.normalized(), sort_keys=True, ensure_ascii=False,
-                              separators=(",", ":"))
-            self._hash = hashlib.sha256(blob.encode("utf-8")).hexdigest()
+            self._hash = content_hash(self.normalized())
         return self._hash
 
     def display_value(self, dimension: str, value: Any) -> str:
@@ -877,16 +872,7 @@ def write_lock(path: str | Path, spaces: Mapping[str, Space]) -> None:
         "spaces": {name: {"hash": space.hash, "declaration": space.normalized()}
                    for name, space in sorted(spaces.items())},
     }
-    path = Path(path)
-    # A temporary name of its own: two writers (xdist workers) never share one.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(content, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(content, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def read_lock(path: str | Path) -> dict[str, dict[str, Any]]:

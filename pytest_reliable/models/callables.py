@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_reliable.files import sha256_hex
 from pytest_reliable.models.base import (
     AsyncModel,
     Message,
@@ -69,7 +70,7 @@ def callable_identity(fn: Callable[..., Any]) -> str:
     qualname = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
     try:
         source = inspect.getsource(target)
-        digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:12]
+        digest = sha256_hex(source)[:12]
     except (OSError, TypeError):
         code = getattr(getattr(target, "__func__", target), "__code__", None)
         digest = f"code-{_code_hash(code)}" if code is not None else "nosource"

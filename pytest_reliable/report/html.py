@@ -18,14 +18,13 @@ import hashlib
 import html
 import inspect
 import math
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeGuard
 from urllib.parse import quote
 
+from pytest_reliable.files import write_atomic
 from pytest_reliable.report.format import RATE_NAMES, short_nodeids
 from pytest_reliable.report.model import json_safe
 
@@ -922,21 +921,7 @@ def render_html(report: Mapping[str, Any]) -> str:
 
 def write_html(report: Mapping[str, Any], path: str | Path) -> None:
     """Atomically, as the JSON report: a reader never sees half a page."""
-    page = render_html(report)
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-", suffix=".tmp")
-    try:
-        # mkstemp makes the file private (0600); a page is for sharing: the umask's usual mode.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(page)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, render_html(report))
 
 
 def summary_fragment(report: Mapping[str, Any], link: str | None = None) -> str:

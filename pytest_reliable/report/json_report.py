@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from pytest_reliable import __version__
+from pytest_reliable.files import write_atomic
 from pytest_reliable.report.model import json_safe
 
 SCHEMA_VERSION = 1
@@ -46,11 +45,4 @@ def write_report(report: dict[str, Any], path: str | Path) -> None:
     except UnicodeEncodeError:
         # A model answered a lone surrogate, which UTF-8 cannot hold: escape it (valid JSON).
         data = (json.dumps(safe, indent=2, allow_nan=False, ensure_ascii=True) + "\n").encode()
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(target, data)
