@@ -1,0 +1,117 @@
+"""reliable.yaml: parsing the spaces a project declares, with line numbers in every error."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_reliable.errors import ReliableConfigError
+from pytest_reliable.space.core import Space
+from pytest_reliable.space.declaration import _Where
+
+MAX_CONFIG_BYTES = 1_000_000
+"""A reliable.yaml is a few hundred lines; anything near this size is a mistake or an attack."""
+MAX_CONFIG_NODES = 100_000
+"""YAML nodes after alias expansion: stops an alias bomb ("billion laughs") in milliseconds."""
+
+
+def _node_lines(node: Any, path: str, lines: dict[str, int], source: str,
+                budget: list[int] | None = None) -> None:
+    """Line of every key path; rejects duplicate keys and runaway alias expansion."""
+    import yaml
+
+    budget = budget if budget is not None else [MAX_CONFIG_NODES]
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ReliableConfigError(
+            f"{source}: more than {MAX_CONFIG_NODES:,} YAML nodes once aliases are expanded "
+            "(an alias bomb?). Fix: write the spaces out without nested aliases."
+        )
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                where = f"{path}." if path else ""
+                raise ReliableConfigError(
+                    f"{source}, line {line}: duplicate key {where}{key} (first on line "
+                    f"{seen[key]}); YAML would silently keep only the last. Fix: remove one."
+                )
+            seen[key] = line
+            child = f"{path}.{key}" if path else key
+            lines[child] = line
+            _node_lines(value_node, child, lines, source, budget)
+            lines[child] = line
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _node_lines(item, f"{path}[{i}]", lines, source, budget)
+
+
+def parse_spaces(text: str, *, source: str = "reliable.yaml") -> dict[str, Space]:
+    """The spaces declared in ``text`` (the content of a reliable.yaml)."""
+    import yaml
+
+    lines: dict[str, int] = {}
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is not None:
+                # Before constructing: duplicate keys and alias bombs are caught on the node graph.
+                _node_lines(node, "", lines, source)
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+        line = f", line {mark.line + 1}" if mark is not None else ""
+        start = getattr(error, "context_mark", None)
+        if start is not None and mark is not None and start.line != mark.line:
+            line += f" (the construct began on line {start.line + 1})"
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        context = getattr(error, "context", None)
+        detail = f"{context}: {problem}" if context else problem
+        raise ReliableConfigError(
+            f"{source}{line}: broken YAML ({detail}). Fix: check the brackets, quotes and "
+            "indentation there (strings with special characters need quotes, e.g. \"({})\")."
+        ) from None
+    where = _Where(source, lines, "")
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping) or "spaces" not in data:
+        raise where.error("", "the top level must be a mapping with the key `spaces`",
+                          "write `spaces:` then one mapping per space name")
+    extra = [k for k in data if k != "spaces"]
+    if extra:
+        raise where.error(str(extra[0]), f"{extra[0]}: unknown top-level key {extra[0]!r}",
+                          "only `spaces:` is allowed at the top level")
+    spaces_raw = data["spaces"]
+    if spaces_raw is None:
+        return {}
+    if not isinstance(spaces_raw, Mapping):
+        raise where.error("spaces", "spaces: expected a mapping of space name -> dimensions",
+                          "write e.g. `spaces:\\n  mcq:\\n    enumerator: [upper, number]`")
+    out: dict[str, Space] = {}
+    for name, mapping in spaces_raw.items():
+        out[str(name)] = Space.from_mapping(str(name), mapping, source=source, lines=lines)
+    return out
+
+
+def load_spaces(path: str | Path) -> dict[str, Space]:
+    """Every space under ``spaces:`` in a reliable.yaml file; ReliableConfigError when bad."""
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ReliableConfigError(f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes; a "
+                                      "reliable.yaml declares spaces, not data. Fix: shorten it.")
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ReliableConfigError(f"{path}: cannot read ({error.strerror}).") from None
+    except UnicodeDecodeError as error:
+        raise ReliableConfigError(f"{path}: not UTF-8 text (offset {error.start}). Fix: save it "
+                                  "as UTF-8.") from None
+    return parse_spaces(text, source=path.name)
+
