@@ -198,145 +198,221 @@ def make_plan(
     if n_resamplings < 0:
         raise ValueError("n_resamplings must be >= 0")
     n_inst = len(dataset)
-    if n_options is None and task is not None and n_inst:
-        counts = [len(task.options(record) or ()) for record in dataset]
-        n_options = max(counts) or None
+    n_options = _option_count(dataset, n_options, task)
+    seed = int(seed)
+    _check_canonical(space, n_options)
+    draws = _Draws(space, n_options)
+    pool = _demo_pool(space, n_inst, seed)
+    uses_demos = max(space.dimensions["few_shot"]) > 0
+    fill = _fill_ilr if mode == "ilr" else _fill_fixed
+    cells = _Cells(n_resamplings, n_inst, len(draws.sizes))
+    rankings = fill(cells, draws, seed, len(pool) if uses_demos else None)
+    table, fmt = cells.format_table(draws.sizes)
+    return Plan(space, n_inst, n_resamplings, mode, seed, n_options, table, draws.orders, fmt,
+                cells.count, cells.temp, cells.order, pool, rankings)
+
+
+def _option_count(dataset: Sequence[Any], n_options: int | None, task: Any) -> int:
+    """``n_options`` as given, else the task's largest option list, the records' largest
+    ``choices`` list, or PERMUTE_LISTED_MAX."""
+    if n_options is None and task is not None and len(dataset):
+        n_options = max(len(task.options(record) or ()) for record in dataset) or None
     if n_options is None:
         n_options = dataset_option_count(dataset) or PERMUTE_LISTED_MAX
-    seed = int(seed)
-    canonical = space.canonical_variant()
-    problems = space.violations(canonical, n_options)
+    return n_options
+
+
+def _check_canonical(space: Space, n_options: int) -> None:
+    problems = space.violations(space.canonical_variant(), n_options)
     if problems:
         raise ReliableConfigError(
             f"space {space.name!r}: its canonical variant is invalid for data with {n_options} "
             f"options ({'; '.join(problems)}). Fix: choose another canonical enumerator.")
-    rows = space.valid_formats(n_options)
-    sizes = np.array([len(space.dimensions[d]) for d in FORMAT_DIMENSIONS])
-    permute = space.option_order == "permute"
-    n_counts = len(space.dimensions["few_shot"])
-    n_temps = len(space.dimensions["temperature"])
-    listed_orders = not permute or n_options <= PERMUTE_LISTED_MAX
-    order_table: list[tuple[int, ...] | None]
-    if not permute:
-        order_table = [None]
-    elif listed_orders:
-        order_table = list(itertools.permutations(range(n_options)))
-    else:
-        order_table = []
-    shape = (n_resamplings, n_inst)
-    pool_size = min(space.few_shot.pool, n_inst)
-    pool = np.random.default_rng([seed, _POOL]).permutation(n_inst)[:pool_size] if n_inst else (
-        np.zeros(0, dtype=int))
-    uses_demos = max(space.dimensions["few_shot"]) > 0
 
-    if rows is not None and rows.shape[0] == 0:
-        raise ReliableConfigError(
-            f"space {space.name!r} has no valid variant for data with {n_options} options. "
-            "Fix: add values that obey the validity rules R1-R3.")
 
-    order_ids: dict[tuple[int, ...], int] = {}
+def _demo_pool(space: Space, n_inst: int, seed: int) -> np.ndarray:
+    """The dataset indexes demonstrations are drawn from, drawn once from ``(seed, "pool")``."""
+    if not n_inst:
+        return np.zeros(0, dtype=int)
+    pool: np.ndarray = np.random.default_rng([seed, _POOL]).permutation(n_inst)
+    return pool[:min(space.few_shot.pool, n_inst)]
 
-    def order_id(perm: tuple[int, ...]) -> int:
-        got = order_ids.get(perm)
-        if got is None:
-            got = order_ids[perm] = len(order_table)
-            order_table.append(perm)
-        return got
 
-    def draw_rows(rng: np.random.Generator, k: int) -> np.ndarray:
+class _Draws:
+    """Uniform draws of a space's units for data with ``n_options`` options: a valid format row
+    (from the listed rows, or by rejection when the space is too large to list), a few-shot count
+    index, a temperature index and an order id into `orders` (every permutation up to
+    PERMUTE_LISTED_MAX options; beyond, the permutations drawn so far). ReliableConfigError when
+    the space has no valid format for such data."""
+
+    def __init__(self, space: Space, n_options: int) -> None:
+        self.space = space
+        self.n_options = n_options
+        self.rows = space.valid_formats(n_options)
+        self.sizes = tuple(len(space.dimensions[d]) for d in FORMAT_DIMENSIONS)
+        self.n_counts = len(space.dimensions["few_shot"])
+        self.n_temps = len(space.dimensions["temperature"])
+        self.permute = space.option_order == "permute"
+        self.listed_orders = not self.permute or n_options <= PERMUTE_LISTED_MAX
+        self.orders: list[tuple[int, ...] | None] = (
+            [None] if not self.permute
+            else list(itertools.permutations(range(n_options))) if self.listed_orders
+            else [])
+        self._order_ids: dict[tuple[int, ...], int] = {}
+        if self.rows is not None and self.rows.shape[0] == 0:
+            raise ReliableConfigError(
+                f"space {self.space.name!r} has no valid variant for data with {self.n_options} "
+                "options. Fix: add values that obey the validity rules R1-R3.")
+
+    def format_rows(self, rng: np.random.Generator, k: int) -> np.ndarray:
         """k uniformly drawn valid format rows (by rejection when the space is not listed)."""
-        if rows is not None:
-            return rows[rng.integers(0, rows.shape[0], k)]
-        out = np.empty((k, len(sizes)), dtype=np.int64)
+        if self.rows is not None:
+            drawn: np.ndarray = self.rows[rng.integers(0, self.rows.shape[0], k)]
+            return drawn
+        out = np.empty((k, len(self.sizes)), dtype=np.int64)
         todo = np.arange(k)
         while todo.size:
-            cand = np.stack([rng.integers(0, s, todo.size) for s in sizes], axis=1)
-            ok = space.format_validity_mask(cand, n_options)
+            cand = np.stack([rng.integers(0, s, todo.size) for s in self.sizes], axis=1)
+            ok = self.space.format_validity_mask(cand, self.n_options)
             out[todo[ok]] = cand[ok]
             todo = todo[~ok]
         return out
 
-    fmt_rows = np.zeros((n_resamplings, n_inst, len(sizes)), dtype=np.int64)
-    count = np.zeros(shape, dtype=np.int64)
-    temp = np.zeros(shape, dtype=np.int64)
-    order = np.zeros(shape, dtype=np.int64)
-    rankings: np.ndarray | None = None
+    def order_ids(self, rng: np.random.Generator, k: int) -> np.ndarray | list[int]:
+        """k uniformly drawn order ids (no randomness used without ``permute``)."""
+        if not self.permute:
+            return np.zeros(k, dtype=np.int64)
+        if self.listed_orders:
+            drawn: np.ndarray = rng.integers(0, len(self.orders), k)
+            return drawn
+        perms = rng.random((k, self.n_options)).argsort(axis=1)
+        return [self._order_id(tuple(int(x) for x in p)) for p in perms]
 
-    if mode == "ilr":
-        if uses_demos:
-            rankings = np.zeros((n_resamplings, n_inst, pool_size), dtype=np.int64)
-        for r in range(n_resamplings):
-            rng = np.random.default_rng([seed, r])
-            if rows is not None:
-                fmt_rows[r] = rows[rng.integers(0, rows.shape[0], n_inst)]
-            else:
-                fmt_rows[r] = draw_rows(rng, n_inst)
-            count[r] = rng.integers(0, n_counts, n_inst)
-            temp[r] = rng.integers(0, n_temps, n_inst)
-            if permute and listed_orders:
-                order[r] = rng.integers(0, len(order_table), n_inst)
-            elif permute:
-                perms = rng.random((n_inst, n_options)).argsort(axis=1)
-                order[r] = [order_id(tuple(int(x) for x in p)) for p in perms]
-            if rankings is not None:
-                rankings[r] = rng.random((n_inst, pool_size)).argsort(axis=1)
-    else:
-        if uses_demos:
-            rankings = np.zeros((n_resamplings, pool_size), dtype=np.int64)
-        n_orders = len(order_table) if listed_orders else 0
-        total = (rows.shape[0] * n_counts * n_temps * n_orders) if rows is not None else 0
-        listable = rows is not None and listed_orders and total <= LIST_LIMIT
-        seen: set[tuple[Any, ...]] = set()
-        current_pass = -1
-        perm_of_pass: np.ndarray | None = None
-        for r in range(n_resamplings):
-            rng = np.random.default_rng([seed, r])
-            if listable:
-                assert rows is not None
-                p, pos = divmod(r, total)
-                if p != current_pass:
-                    perm_of_pass = np.random.default_rng([seed, _PASS, p]).permutation(total)
-                    current_pass = p
-                assert perm_of_pass is not None
-                unit = int(perm_of_pass[pos])
-                unit, o = divmod(unit, n_orders)
-                unit, t = divmod(unit, n_temps)
-                f, c = divmod(unit, n_counts)
-                fmt_rows[r] = rows[f]
-                count[r], temp[r], order[r] = c, t, o
-            else:
-                reject = np.random.default_rng([seed, _REJECT, r])
-                for attempt in range(10_000):
-                    row = draw_rows(reject, 1)[0]
-                    c = int(reject.integers(0, n_counts))
-                    t = int(reject.integers(0, n_temps))
-                    if not permute:
-                        o = 0
-                    elif listed_orders:
-                        o = int(reject.integers(0, len(order_table)))
-                    else:
-                        o = order_id(tuple(int(x) for x in reject.permutation(n_options)))
-                    key = (tuple(int(x) for x in row), c, t, order_table[o])
-                    if key not in seen:
-                        break
-                    if attempt == 9_999:  # the space is (nearly) exhausted: start a new pass
-                        seen.clear()
-                seen.add(key)
-                fmt_rows[r] = row
-                count[r], temp[r], order[r] = c, t, o
-            if rankings is not None:
-                rankings[r] = rng.permutation(pool_size)
+    def order_id(self, rng: np.random.Generator) -> int:
+        """One uniformly drawn order id (no randomness used without ``permute``)."""
+        if not self.permute:
+            return 0
+        if self.listed_orders:
+            return int(rng.integers(0, len(self.orders)))
+        return self._order_id(tuple(int(x) for x in rng.permutation(self.n_options)))
 
-    flat = fmt_rows.reshape(-1, len(sizes))
-    if flat.shape[0]:
-        codes = np.ravel_multi_index(tuple(flat.T), tuple(int(x) for x in sizes))
+    def _order_id(self, perm: tuple[int, ...]) -> int:
+        got = self._order_ids.get(perm)
+        if got is None:
+            got = self._order_ids[perm] = len(self.orders)
+            self.orders.append(perm)
+        return got
+
+    def n_listed_units(self) -> int:
+        """How many units fixed mode lists (formats x counts x temperatures x orders), or 0 when
+        it draws them by rejection instead (a space too large to list)."""
+        total = n_listed_units(self.space, self.n_options)
+        return total if total is not None and total <= LIST_LIMIT else 0
+
+    def listed_unit(self, unit: int) -> tuple[np.ndarray, int, int, int]:
+        """Unit number ``unit`` of the listing: (format row, count, temperature, order id)."""
+        assert self.rows is not None
+        unit, o = divmod(unit, len(self.orders))
+        unit, t = divmod(unit, self.n_temps)
+        f, c = divmod(unit, self.n_counts)
+        return self.rows[f], c, t, o
+
+
+class _Cells:
+    """The plan's per-cell arrays while it is drawn: format rows, count, temperature, order id."""
+
+    def __init__(self, n_resamplings: int, n_inst: int, n_dims: int) -> None:
+        self.shape = (n_resamplings, n_inst)
+        self.fmt_rows = np.zeros((n_resamplings, n_inst, n_dims), dtype=np.int64)
+        self.count = np.zeros(self.shape, dtype=np.int64)
+        self.temp = np.zeros(self.shape, dtype=np.int64)
+        self.order = np.zeros(self.shape, dtype=np.int64)
+
+    def format_table(self, sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct format rows used (the plan's format table) and each cell's row in it."""
+        flat = self.fmt_rows.reshape(-1, len(sizes))
+        if not flat.shape[0]:
+            return np.zeros((0, len(sizes)), dtype=np.int64), np.zeros(self.shape, dtype=np.int64)
+        codes = np.ravel_multi_index(tuple(flat.T), sizes)
         unique, inverse = np.unique(codes, return_inverse=True)
-        table = np.stack(np.unravel_index(unique, tuple(int(x) for x in sizes)), axis=1)
-        fmt = inverse.reshape(shape)
-    else:
-        table, fmt = np.zeros((0, len(sizes)), dtype=np.int64), np.zeros(shape, dtype=np.int64)
-    return Plan(space, n_inst, n_resamplings, mode, seed, n_options, table, order_table, fmt,
-                count, temp, order, pool, rankings)
+        table = np.stack(np.unravel_index(unique, sizes), axis=1)
+        return table, inverse.reshape(self.shape)
+
+
+def _fill_ilr(cells: _Cells, draws: _Draws, seed: int, pool_size: int | None) -> np.ndarray | None:
+    """ilr mode: every cell draws its own variant (and demo ranking) from ``(seed, r)``."""
+    n_resamplings, n_inst = cells.shape
+    rankings = (np.zeros((n_resamplings, n_inst, pool_size), dtype=np.int64)
+                if pool_size is not None else None)
+    for r in range(n_resamplings):
+        rng = np.random.default_rng([seed, r])
+        cells.fmt_rows[r] = draws.format_rows(rng, n_inst)
+        cells.count[r] = rng.integers(0, draws.n_counts, n_inst)
+        cells.temp[r] = rng.integers(0, draws.n_temps, n_inst)
+        cells.order[r] = draws.order_ids(rng, n_inst)
+        if rankings is not None:
+            rankings[r] = rng.random((n_inst, rankings.shape[2])).argsort(axis=1)
+    return rankings
+
+
+def _fill_fixed(cells: _Cells, draws: _Draws, seed: int, pool_size: int | None
+                ) -> np.ndarray | None:
+    """fixed mode: one variant per resampling, without replacement: from seeded shuffled passes
+    over the listed units, else by rejecting repeats; the demo ranking from ``(seed, r)``."""
+    n_resamplings = cells.shape[0]
+    rankings = (np.zeros((n_resamplings, pool_size), dtype=np.int64)
+                if pool_size is not None else None)
+    passes = _ShuffledPasses(seed, draws.n_listed_units())
+    seen: set[tuple[Any, ...]] = set()
+    for r in range(n_resamplings):
+        if passes.total:
+            row, c, t, o = draws.listed_unit(passes.unit(r))
+        else:
+            row, c, t, o = _unseen_unit(draws, np.random.default_rng([seed, _REJECT, r]), seen)
+        cells.fmt_rows[r] = row
+        cells.count[r], cells.temp[r], cells.order[r] = c, t, o
+        if rankings is not None:
+            rankings[r] = np.random.default_rng([seed, r]).permutation(rankings.shape[1])
+    return rankings
+
+
+class _ShuffledPasses:
+    """Resampling r takes unit ``r mod total`` of pass ``r // total``; every pass is a shuffle of
+    all ``total`` units seeded by ``(seed, pass)``."""
+
+    def __init__(self, seed: int, total: int) -> None:
+        self.seed, self.total = seed, total
+        self._pass = -1
+        self._perm = np.zeros(0, dtype=np.int64)
+
+    def unit(self, r: int) -> int:
+        p, pos = divmod(r, self.total)
+        if p != self._pass:
+            self._perm = np.random.default_rng([self.seed, _PASS, p]).permutation(self.total)
+            self._pass = p
+        return int(self._perm[pos])
+
+
+_MAX_REPEATS = 10_000
+"""Repeats drawn in a row before a space drawn by rejection counts as exhausted (a new pass)."""
+
+
+def _unseen_unit(draws: _Draws, rng: np.random.Generator, seen: set[tuple[Any, ...]]
+                 ) -> tuple[np.ndarray, int, int, int]:
+    """A unit not in ``seen`` (which it joins), drawn by rejection; ``seen`` starts over when
+    _MAX_REPEATS draws in a row were all repeats."""
+    for attempt in range(_MAX_REPEATS):
+        row = draws.format_rows(rng, 1)[0]
+        c = int(rng.integers(0, draws.n_counts))
+        t = int(rng.integers(0, draws.n_temps))
+        o = draws.order_id(rng)
+        key = (tuple(int(x) for x in row), c, t, draws.orders[o])
+        if key not in seen:
+            break
+        if attempt == _MAX_REPEATS - 1:
+            seen.clear()
+    seen.add(key)
+    return row, c, t, o
 
 
 def n_listed_units(space: Space, n_options: int) -> int | None:
