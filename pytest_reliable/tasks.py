@@ -103,55 +103,80 @@ def extract_choice(text: str, options: Sequence[str], labels: Sequence[str],
     cleaned = _clean(text)
     if not cleaned:
         return None
+    hit = _whole_answer(cleaned, options, labels)
+    if hit is None and labels:
+        hit = _explicit_pattern(cleaned, labels)
+    if hit is None:
+        hit = _one_option_text(cleaned.casefold(), options)
+    if hit is None and labels:
+        hit = _one_wrapped_label(cleaned, labels, wrapper)
+    if hit is None and labels:
+        hit = _leading_label(cleaned, labels)
+    return hit
+
+
+def _whole_answer(cleaned: str, options: Sequence[str], labels: Sequence[str]) -> int | None:
+    """Step 1: the whole answer (or its first line) is a label or an option text."""
     first_line = next((line for line in cleaned.splitlines() if line.strip()), "")
-    # 1. the whole answer (or its first line) is a label or an option text
     for candidate in (cleaned, first_line):
         for core in _answer_candidates(candidate):
-            hit = _find_label(labels, core) if labels else None
+            hit = _find_label(labels, core)
+            if hit is None:
+                hit = _find_label(options, core)
             if hit is not None:
                 return hit
-            hit = _find_label(options, core)
-            if hit is not None:
-                return hit
-    folded = cleaned.casefold()
-    # 2. explicit patterns
-    if labels:
-        pattern = re.compile(
-            r"(?:answer|option|choice)\s*(?:is|would be|will be|:|=|-)?\s*:?\s*"
-            r"(?:option\s+|choice\s+)?([(\[]?)(" + _label_pattern(labels) + r")([)\].]?)" + _END,
-            re.IGNORECASE)
-        for match in pattern.finditer(cleaned):
-            label = match.group(2)
-            k = _find_label(labels, label)
-            if k is None:
-                continue
-            wrapped = bool(match.group(1)) and bool(match.group(3))
-            rest = cleaned[match.end():]
-            if _word_like(label) and not wrapped and re.match(r"\s+\w", rest):
-                continue
-            return k
-    # 3. exactly one option text appears
+    return None
+
+
+def _explicit_pattern(cleaned: str, labels: Sequence[str]) -> int | None:
+    """Step 2: ``answer is (b)``, ``Answer: B``, ``option 2``, ``choice iii`` anywhere."""
+    pattern = re.compile(
+        r"(?:answer|option|choice)\s*(?:is|would be|will be|:|=|-)?\s*:?\s*"
+        r"(?:option\s+|choice\s+)?([(\[]?)(" + _label_pattern(labels) + r")([)\].]?)" + _END,
+        re.IGNORECASE)
+    for match in pattern.finditer(cleaned):
+        label = match.group(2)
+        k = _find_label(labels, label)
+        if k is None:
+            continue
+        wrapped = bool(match.group(1)) and bool(match.group(3))
+        if _word_like(label) and not wrapped and re.match(r"\s+\w", cleaned[match.end():]):
+            continue  # "answer is a good one": the article, not label a
+        return k
+    return None
+
+
+def _one_option_text(folded: str, options: Sequence[str]) -> int | None:
+    """Step 3: exactly one option text appears (whole words; one inside a longer matched option
+    text does not count); when several do, the one the answer starts with, then punctuation."""
+    hits = _option_text_hits(folded, options)
+    kept = {k for k, s, e in hits if not _inside_longer_hit(s, e, k, hits)}
+    if len(kept) == 1:
+        return kept.pop()
+    leading = [k for k in kept if any(s == 0 and re.match(r"$|[\s]*[.:;,!)\]-]", folded[e:])
+                                      for k2, s, e in hits if k2 == k)]
+    return leading[0] if len(leading) == 1 else None
+
+
+def _option_text_hits(folded: str, options: Sequence[str]) -> list[tuple[int, int, int]]:
+    """(option index, start, end) of every whole-word occurrence of an option text."""
     hits: list[tuple[int, int, int]] = []
     for k, option in enumerate(options):
         opt = option.casefold().strip()
-        if not opt:
-            continue
-        for text_hit in re.finditer(r"(?<!\w)" + re.escape(opt) + r"(?!\w)", folded):
-            hits.append((k, text_hit.start(), text_hit.end()))
-    if hits:
-        kept = {k for k, s, e in hits
-                if not any(k2 != k and s2 <= s and e <= e2 and (e2 - s2) > (e - s)
-                           for k2, s2, e2 in hits)}
-        if len(kept) == 1:
-            return kept.pop()
-        # 3b. several appear, but the answer starts with one of them, then punctuation or end
-        leading = [k for k in kept if any(s == 0 and re.match(r"$|[\s]*[.:;,!)\]-]", folded[e:])
-                                          for k2, s, e in hits if k2 == k)]
-        if len(leading) == 1:
-            return leading[0]
-    if not labels:
-        return None
-    # 4. exactly one distinct wrapped label
+        if opt:
+            hits += [(k, m.start(), m.end())
+                     for m in re.finditer(r"(?<!\w)" + re.escape(opt) + r"(?!\w)", folded)]
+    return hits
+
+
+def _inside_longer_hit(start: int, end: int, k: int, hits: list[tuple[int, int, int]]) -> bool:
+    return any(k2 != k and s2 <= start and end <= e2 and (e2 - s2) > (end - start)
+               for k2, s2, e2 in hits)
+
+
+def _one_wrapped_label(cleaned: str, labels: Sequence[str], wrapper: str) -> int | None:
+    """Step 4: exactly one distinct label appears wrapped: ``(B)``, ``[B]`` or the variant's own
+    wrapper (when it has a visible opening or a closing bracket)."""
     alt = _label_pattern(labels)
     forms = [r"\((" + alt + r")\)", r"\[(" + alt + r")\]"]
     if "{}" in wrapper:
@@ -159,15 +184,16 @@ def extract_choice(text: str, options: Sequence[str], labels: Sequence[str],
         if before.strip() or after.strip() in (")", "]", ">"):
             forms.append(r"(?<!\w)" + re.escape(before) + "(" + alt + ")" + re.escape(after)
                          + _END)
-    found: set[int] = set()
-    for form in forms:
-        for wrapped_hit in re.finditer(form, cleaned, re.IGNORECASE):
-            k = _find_label(labels, wrapped_hit.group(1))
-            if k is not None:
-                found.add(k)
-    if len(found) == 1:
-        return found.pop()
-    # 5. a leading label followed by punctuation or the end
+    found = {_find_label(labels, hit.group(1))
+             for form in forms for hit in re.finditer(form, cleaned, re.IGNORECASE)}
+    found.discard(None)
+    return found.pop() if len(found) == 1 else None
+
+
+def _leading_label(cleaned: str, labels: Sequence[str]) -> int | None:
+    """Step 5: the answer starts with a label followed by punctuation or the end, or with a
+    one-letter capital label and a space (``B the falcon``; never the words ``a`` or ``I``)."""
+    alt = _label_pattern(labels)
     m = re.match(r"^[(\[]?(" + alt + r")(?:[)\].:,\-]|$)", cleaned, re.IGNORECASE)
     if m:
         return _find_label(labels, m.group(1))
