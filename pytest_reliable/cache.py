@@ -20,13 +20,12 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.files import content_hash
 from pytest_reliable.models.base import Message, ModelResponse, SamplingParams
 
-RecordMode = Literal["new", "none", "all"]
 RECORD_MODES: tuple[str, ...] = ("new", "none", "all")
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 30.0
@@ -278,10 +277,6 @@ class ResponseCache:
     def memory(cls) -> ResponseCache:
         """An in-process cache (``--reliable-no-cache``): reuse within the run only."""
         return cls(None, "new")
-
-    @property
-    def is_memory(self) -> bool:
-        return self.path is None
 
     @property
     def replay_only(self) -> bool:

@@ -161,11 +161,6 @@ class Budget:
             parts.append(f"{self.max_tokens}")
         return "--reliable-budget " + ",".join(parts)
 
-    @property
-    def exhausted(self) -> bool:
-        with self._lock:
-            return self._exhausted()
-
     def _exhausted(self) -> bool:
         return (self.max_calls is not None and self.calls >= self.max_calls) or (
             self.max_tokens is not None and self.tokens >= self.max_tokens

@@ -161,22 +161,6 @@ def _check_nck(n: Any, c: Any, k: Any) -> tuple[int, int, int]:
     return n_i, c_i, k_i
 
 
-def wilson_intervals(
-    successes: ArrayLike, n: ArrayLike, confidence: float = 0.95
-) -> tuple[FloatArray, FloatArray]:
-    """`wilson_interval` for many groups in one statsmodels call (for per-variant tables)."""
-    confidence = _open_unit(confidence, "confidence")
-    counts = np.asarray(successes, dtype=float)
-    totals = np.asarray(n, dtype=float)
-    if counts.shape != totals.shape or np.any(totals < 1) or np.any(counts < 0) or np.any(
-        counts > totals
-    ):
-        raise ValueError("successes and n must have the same shape with 0 <= successes <= n, n >= 1")
-    low, high = proportion_confint(counts, totals, alpha=1 - confidence, method="wilson")
-    phat = counts / totals
-    return np.clip(np.minimum(low, phat), 0.0, 1.0), np.clip(np.maximum(high, phat), 0.0, 1.0)
-
-
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k of Chen et al. (2021): ``1 - C(n-c, k) / C(n, k)``.
 

@@ -21,7 +21,6 @@ wrapped or followed by punctuation or the end, never as a word inside a sentence
 
 from __future__ import annotations
 
-import json
 import re
 import string
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -539,7 +538,3 @@ class Generation:
                     except re.error as error:
                         raise DatasetError(f"{where}: field 'reference' {ref!r} is not a valid "
                                            f"regular expression ({error})") from None
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)

@@ -397,14 +397,3 @@ def test_out_of_range_probabilities_rejected(value: float) -> None:
     ):
         with pytest.raises(ValueError, match=name):
             call()
-
-
-def test_vectorised_wilson_intervals_match_the_scalar_function() -> None:
-    from pytest_reliable.stats import wilson_interval, wilson_intervals
-
-    successes, totals = [0, 3, 7, 20, 5], [1, 10, 7, 25, 5]
-    lows, highs = wilson_intervals(successes, totals, 0.9)
-    for c, n, low, high in zip(successes, totals, lows, highs):
-        assert (low, high) == pytest.approx(wilson_interval(c, n, 0.9), abs=1e-15)
-    with pytest.raises(ValueError, match="successes"):
-        wilson_intervals([3], [2])

@@ -14,7 +14,6 @@ import hashlib
 import inspect
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from pytest_reliable.files import sha256_hex
@@ -27,13 +26,6 @@ from pytest_reliable.models.base import (
     to_daemon_thread,
 )
 from pytest_reliable.models.openai_compat import render_text_prompt
-
-
-@dataclass(frozen=True)
-class _Marked:
-    fn: Callable[..., Any]
-    kind: str  # "text" | "chat"
-    id: str | None
 
 
 def text_model(fn: Callable[..., Any], id: str | None = None) -> AsyncModel:
@@ -184,8 +176,6 @@ class _IdentityOverride:
 
 def as_async_model(obj: Any, *, id: str | None = None) -> AsyncModel:
     """Turn whatever ``reliable_model`` returned into an `AsyncModel`."""
-    if isinstance(obj, _Marked):
-        return _CallableModel(obj.fn, obj.kind, id or obj.id)
     if isinstance(obj, _CallableModel):
         return obj if id is None else _CallableModel(obj.fn, obj.kind, id)
     if hasattr(obj, "acomplete") and callable(obj.acomplete):

@@ -170,15 +170,10 @@ def header(columns: list[Column]) -> list[str]:
     return ["test", *(column.header for column in columns)]
 
 
-def reliable_row(entry: dict[str, Any], name: str) -> list[str]:
-    return row(entry, name, RELIABLE_COLUMNS)
-
-
 def checklist_row(entry: dict[str, Any], name: str) -> list[str]:
     return row(entry, name, CHECKLIST_COLUMNS)
 
 
-RELIABLE_HEADER = header(RELIABLE_COLUMNS)
 CHECKLIST_HEADER = header(CHECKLIST_COLUMNS)
 
 

@@ -85,11 +85,6 @@ def summary_table(entries: list[dict[str, Any]], *, width: int = 200,
     return lines
 
 
-def header_line(seed: int, model: str, space_hash: str | None) -> str:
-    spaces = space_hash[:12] if space_hash else "built-in default space"
-    return f"reliable: seed={seed}, model={model}, spaces={spaces}"
-
-
 def progress_line(nodeid: str, done: int, total: int, cached: int, made: int,
                   width: int = 120) -> str:
     percent = 100 * done // total if total else 100
