@@ -122,7 +122,7 @@ def test_worse_candidate_fails_naming_the_worst_group_and_a_prompt(
     result, report = run_json(pytester, "-k", "pass_on_evidence")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*max_regression: candidate worse than baseline by 0.5*(pass-on-evidence)*",
+        "*max_regression: candidate worse than baseline by 0.5*(pass-on-evidence, *",
         "*largest regressions (dimensions):*",
         "*wrapper={}.: -1.0000*",
         "*a prompt the baseline got right and the candidate wrong*",
