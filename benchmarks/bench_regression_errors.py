@@ -28,7 +28,6 @@ Printed, each with its Monte Carlo standard error (SPEC sections 9 and 11; alpha
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from dataclasses import dataclass
