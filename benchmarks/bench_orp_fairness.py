@@ -3,6 +3,7 @@
 Run from the repository root::
 
     python benchmarks/bench_orp_fairness.py [--repeats 200] [--n 8] [--instances 40]
+    python benchmarks/bench_orp_fairness.py --real [--n 14] [--bootstrap 2000]
 
 The ILR paper (Li et al.) claims that instance-level randomization lowers the Observed Reversal
 Probability between two models compared at the same cost, because a fixed setting can favour one
@@ -23,14 +24,26 @@ A cell's answer is a deterministic function of (configuration, instance, format)
 Printed per mode: the mean ORP area with its Monte Carlo standard error, sigma_d, rho, and the
 rate at which the observed difference of the two configurations has the wrong sign compared with
 their true difference over the whole space (the reversal ORP tries to predict).
+
+``--real`` measures the claim on the embedded model instead: the example gate's two configurations
+(examples/conftest.py: SmolLM2 behind today's system prompt and behind the new one) on the example's
+real BBH movie_recommendation instances (all 16), ``n`` resamplings of the `movies` space under ilr
+and under fixed (equal calls: n x 16 per configuration and mode, plus one canonical pass per
+configuration that both modes share), through the plugin's own `ReliableSession` runner and
+`evaluation.evaluate`, with the response cache in ``.reliable/`` of the working directory (a re-run
+replays it). One plan per mode cannot give a Monte Carlo error, so the uncertainty printed is a
+bootstrap over instances (both configurations and both modes resampled together, so the ilr - fixed
+difference is paired): its standard error and 90% percentile interval.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -135,13 +148,93 @@ def run(repeats: int, n: int, instances: int) -> None:
               f"{rev.mean():9.3f} +- {math.sqrt(rev.mean() * (1 - rev.mean()) / rev.size):.3f}")
 
 
+def _example_conftest() -> Any:
+    """examples/conftest.py as a module: the real run uses the example's own two configurations."""
+    spec = importlib.util.spec_from_file_location("examples_conftest", ROOT / "examples" / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _orp_row(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    result = orp(a.mean(axis=1), b.mean(axis=1))
+    return result.area, result.sigma_d, result.rho
+
+
+def run_real(n: int, bootstrap: int, seed: int) -> None:
+    from pytest_reliable.evaluation import EvaluationSettings, evaluate
+    from pytest_reliable.models.local import LOCAL_MODEL_NAME, LocalModelServer
+    from pytest_reliable.session import ReliableSession, Settings
+
+    example = _example_conftest()
+    space = load_spaces(SPACE_FILE)["movies"]
+    dataset = Dataset.from_bbh(ROOT / "examples" / "data" / "bbh" / "movie_recommendation.json")
+    task = MultipleChoice()
+    session = ReliableSession(Settings(rootdir=Path.cwd()))
+    nodeid = "benchmarks/bench_orp_fairness.py::real"
+    matrices: dict[tuple[str, str], Any] = {}
+    started = time.perf_counter()
+    made = cached = 0
+    try:
+        with LocalModelServer() as server:
+            endpoint = (server.base_url, LOCAL_MODEL_NAME)
+            configs = {"candidate": example.NEW_SYSTEM_PROMPT,
+                       "production": example.TODAYS_SYSTEM_PROMPT}
+            for config, system_prompt in configs.items():
+                model = example.behind_system_prompt(endpoint, system_prompt)
+                model.max_concurrency = 1  # one llama.cpp slot: calls in shared-prefix order
+                for mode in ("ilr", "fixed"):
+                    settings = EvaluationSettings(n=n, mode=mode, seed=seed, nodeid=nodeid)
+                    matrix = evaluate(dataset, task, space, settings, session.runner(model, nodeid))
+                    if matrix.problems:
+                        raise SystemExit(f"{config}/{mode}: {matrix.problems[:3]}")
+                    made, cached = made + matrix.calls_made, cached + matrix.calls_cached
+                    matrices[(config, mode)] = matrix.scores
+                    print(f"  {config:10} {mode:5} accuracy {matrix.scores.mean():.3f} "
+                          f"({matrix.calls_made} calls made, {matrix.calls_cached} cached, "
+                          f"{time.perf_counter() - started:.0f} s)", flush=True)
+    finally:
+        session.close()
+    n_instances = len(dataset)
+    print(f"ORP between the example's two configurations on the embedded model ({LOCAL_MODEL_NAME}), "
+          f"n={n} resamplings x N={n_instances} BBH movie_recommendation instances per mode, "
+          f"seed {seed}; {made} calls made, {cached} cached, {time.perf_counter() - started:.0f} s")
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, n_instances, size=(bootstrap, n_instances))
+    areas: dict[str, np.ndarray] = {}
+    print(f"{'mode':6} {'cand-prod':>9} {'ORP area':>9} {'boot SE':>8} {'90% interval':>17} "
+          f"{'sigma_d':>8} {'rho':>6}")
+    for mode in ("ilr", "fixed"):
+        a, b = matrices[("candidate", mode)], matrices[("production", mode)]
+        area, sigma_d, rho = _orp_row(a, b)
+        areas[mode] = np.array([_orp_row(a[:, p], b[:, p])[0] for p in picks])
+        lo, hi = np.quantile(areas[mode], [0.05, 0.95])
+        print(f"{mode:6} {a.mean() - b.mean():+9.3f} {area:9.4f} {areas[mode].std(ddof=1):8.4f} "
+              f"[{lo:.4f}, {hi:.4f}] {sigma_d:8.4f} {rho:6.3f}")
+    diff = areas["ilr"] - areas["fixed"]
+    point = (_orp_row(matrices[("candidate", "ilr")], matrices[("production", "ilr")])[0]
+             - _orp_row(matrices[("candidate", "fixed")], matrices[("production", "fixed")])[0])
+    lo, hi = np.quantile(diff, [0.05, 0.95])
+    print(f"ilr - fixed ORP area: {point:+.4f}, bootstrap SE {diff.std(ddof=1):.4f}, "
+          f"90% interval [{lo:+.4f}, {hi:+.4f}] ({bootstrap} resamples of the instances)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--real", action="store_true",
+                        help="the embedded model on the example's two configurations")
     parser.add_argument("--repeats", type=int, default=200)
-    parser.add_argument("--n", type=int, default=8)
+    parser.add_argument("--n", type=int, default=None,
+                        help="resamplings per mode (default 8 simulated, 14 real)")
     parser.add_argument("--instances", type=int, default=40)
+    parser.add_argument("--bootstrap", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=2026)
     args = parser.parse_args()
-    run(args.repeats, args.n, args.instances)
+    if args.real:
+        run_real(args.n or 14, args.bootstrap, args.seed)
+    else:
+        run(args.repeats, args.n or 8, args.instances)
 
 
 if __name__ == "__main__":

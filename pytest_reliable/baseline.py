@@ -4,19 +4,20 @@ The candidate is the model under test; the baseline is production: another model
 candidate's own plan (same variants, instances, sample indexes, seed, cache and runner), or the
 per-instance results of an earlier run stored in its JSON report. `compare` turns the two score
 matrices into the paired difference with clustered bounds, McNemar's exact test on the canonical
-pass, per-group paired differences, ILR's ORP and the `max_regression` decision.
+pass, per-group paired differences over the test's grouping and ILR's ORP.
 
-The decision is deliberately small (`RegressionCheck`): one threshold decided under the test's
-policy, so the gate can take it over as one more threshold.
+The `max_regression` decision is not made here: it is one more threshold of the test, decided by
+`pytest_reliable.gate` (in the test's Holm family under fail-on-evidence) from this comparison's
+paired difference; the gate's check is attached to the comparison as ``check``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -24,9 +25,11 @@ import numpy.typing as npt
 from pytest_reliable import stats
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluation import CellResult, ScoreMatrix
-from pytest_reliable.space import Space
 
-DEFAULT_DECIDE = "pass-on-evidence"
+if TYPE_CHECKING:
+    from pytest_reliable.gate import ThresholdCheck
+    from pytest_reliable.summary import RangeSummary
+
 SHOWN_GROUPS = 3
 """Groups named in a failure message: the largest regressions."""
 _TOLERANCE = 1e-12
@@ -168,55 +171,6 @@ class StoredBaseline:
         )
 
 
-# -- the decision ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RegressionCheck:
-    """``max_regression``: how much worse than the baseline the candidate may be.
-
-    The regression is baseline - candidate (``observed`` = -difference); like every ``max_*``
-    threshold it passes when the regression is at most the limit, decided under ``decide``:
-    pass-on-evidence on the regression's upper bound (= -difference.low), fail-on-evidence on its
-    lower bound (= -difference.high), estimate on the point estimate.
-    """
-
-    limit: float
-    difference: stats.ClusteredDifference
-    decide: str = DEFAULT_DECIDE
-    name: str = "max_regression"
-
-    @property
-    def observed(self) -> float:
-        return -self.difference.estimate
-
-    @property
-    def bound(self) -> float:
-        if self.decide == "pass-on-evidence":
-            return -self.difference.low
-        if self.decide == "fail-on-evidence":
-            return -self.difference.high
-        return self.observed
-
-    @property
-    def passed(self) -> bool:
-        return self.bound <= self.limit + _TOLERANCE
-
-    @property
-    def method(self) -> str:
-        return "point estimate" if self.decide == "estimate" else self.difference.method
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "limit": self.limit, "observed": self.observed,
-                "bound": self.bound, "decide": self.decide, "method": self.method,
-                "passed": self.passed}
-
-    def describe(self) -> str:
-        side = {"pass-on-evidence": "upper bound", "fail-on-evidence": "lower bound"}
-        used = (f", {side[self.decide]} {self.bound:.4f} at {self.difference.confidence:g}"
-                if self.decide in side else "")
-        return (f"{self.name}: candidate worse than baseline by {self.observed:.4f}{used} "
-                f"({self.decide}), allowed <= {self.limit:g}")
-
-
 # -- the comparison --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class GroupDifference:
@@ -244,10 +198,11 @@ class BaselineComparison:
     groups: list[GroupDifference]
     """Most regressed first."""
     orp: stats.ORPResult | None
-    check: RegressionCheck | None
     example: dict[str, Any] | None
     calls_made: int = 0
     calls_cached: int = 0
+    check: ThresholdCheck | None = None
+    """The gate's ``max_regression`` check (None: the test has no max_regression)."""
 
     @property
     def passed(self) -> bool:
@@ -288,9 +243,8 @@ class BaselineComparison:
 
     def message_lines(self, prompt_chars: int = 1500) -> list[str]:
         """The failure message's baseline part: the numbers, the worst groups, one prompt."""
+        # A failed max_regression is listed with the test's other failed thresholds.
         lines = [f"  baseline: {self.summary_line()}"]
-        if self.check is not None and not self.check.passed:
-            lines.append(f"  {self.check.describe()}")
         worst = self.regressed_groups[:SHOWN_GROUPS]
         if worst:
             lines.append(f"  largest regressions ({self.grouping}):")
@@ -311,32 +265,6 @@ class BaselineComparison:
             if self.example.get("baseline_answer") is not None:
                 lines.append(f"  the baseline answered: {self.example['baseline_answer']!r}")
         return lines
-
-
-def group_masks(
-    space: Space, cells: Sequence[CellResult], mode: str, shape: tuple[int, int]
-) -> tuple[str, dict[str, tuple[str, npt.NDArray[np.bool_]]]]:
-    """The test's grouping over the resampling cells: each format in ``fixed`` mode (each
-    resampling is one format), each value of each dimension with two or more values in ``ilr``.
-    Returns the grouping's name and, per group key, its description and cell mask."""
-    masks: dict[str, tuple[str, npt.NDArray[np.bool_]]] = {}
-
-    def add(key: str, description: str, cell: CellResult) -> None:
-        if key not in masks:
-            masks[key] = (description, np.zeros(shape, dtype=bool))
-        masks[key][1][cell.resampling, cell.instance] = True
-
-    resampling_cells = [c for c in cells if c.resampling >= 0]
-    if mode == "fixed":
-        for cell in resampling_cells:
-            add(cell.variant.format_key, cell.variant.describe(), cell)
-        return "formats", masks
-    varied = [d for d in space.variant_dimensions if len(space.dimensions.get(d, ())) >= 2]
-    for cell in resampling_cells:
-        for dim in varied:
-            label = f"{dim}={space.display_value(dim, cell.variant.value(dim))}"
-            add(label, label, cell)
-    return "dimensions", masks
 
 
 def _example(
@@ -381,15 +309,15 @@ def _example(
 def compare(
     candidate: ScoreMatrix,
     baseline: BaselineScores,
-    space: Space,
+    ranges: RangeSummary,
     *,
     mode: str,
     confidence: float = 0.95,
-    max_regression: float | None = None,
-    decide: str = DEFAULT_DECIDE,
     seed: int = 0,
 ) -> BaselineComparison:
-    """Candidate - baseline on the same cells. ``seed`` seeds the bootstraps (the test's seed)."""
+    """Candidate - baseline on the same cells. ``ranges``: the candidate's format range (its
+    summary's ``formats``): the per-group differences are over the test's own grouping (its
+    ``group_by=``). ``seed`` seeds the bootstraps (the test's seed)."""
     if baseline.scores.shape != candidate.scores.shape:
         raise BaselineUsageError(
             f"the baseline's scores have shape {baseline.scores.shape}, the candidate's "
@@ -406,7 +334,7 @@ def compare(
     binary = bool(np.isin(first_candidate, (0.0, 1.0)).all()
                   and np.isin(first_baseline, (0.0, 1.0)).all())
     mcnemar = stats.mcnemar_exact(first_candidate, first_baseline) if binary else None
-    grouping, masks = group_masks(space, candidate.cells, mode, candidate.scores.shape)
+    grouping, masks = ranges.grouping, ranges.group_masks()
     differences = stats.paired_group_differences(
         candidate.scores, baseline.scores, {k: m for k, (_, m) in masks.items()},
         confidence=confidence, seed=bootstrap_seed,
@@ -418,9 +346,6 @@ def compare(
     orp = None
     if candidate.n_resamplings >= 2:
         orp = stats.orp(candidate.resampling_scores(), baseline.scores.mean(axis=1))
-    check = None
-    if max_regression is not None:
-        check = RegressionCheck(float(max_regression), difference, decide)
     regressed = [g for g in groups if g.difference.estimate < -_TOLERANCE]
     prefer = masks[regressed[0].key][1] if regressed else None
     return BaselineComparison(
@@ -433,7 +358,6 @@ def compare(
         grouping=grouping,
         groups=groups,
         orp=orp,
-        check=check,
         example=_example(candidate, baseline, prefer),
         calls_made=baseline.calls_made,
         calls_cached=baseline.calls_cached,

@@ -18,6 +18,11 @@ Policies (``decide=``):
 
 ``min_lower_ci`` keeps its own meaning under every policy: the canonical interval's lower end
 must be >= the limit (it is already a bound). The bound functions live in `pytest_reliable.stats`.
+
+``max_regression`` (SPEC section 9) is one more ``max_*`` threshold of the same test, on the
+regression baseline - candidate: its claim is "the candidate is worse by at most the limit", its
+bounds and p-value come from the paired difference's cluster bootstrap, and under
+fail-on-evidence it is one more claim in the test's Holm family.
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ if TYPE_CHECKING:
 Direction = Literal["min", "max"]
 PASS_ON_EVIDENCE, FAIL_ON_EVIDENCE, ESTIMATE = POLICIES
 DEFAULT_POLICY = PASS_ON_EVIDENCE
+MAX_REGRESSION = "max_regression"
+DIRECTIONS: dict[str, Direction] = {**RELIABLE_THRESHOLDS, MAX_REGRESSION: "max"}  # type: ignore[dict-item]
+"""Every threshold a reliable test's gate decides, in report order."""
 _TOLERANCE = 1e-12
 FloatArray = npt.NDArray[np.float64]
 
@@ -77,6 +85,9 @@ class ThresholdCheck:
     def describe(self) -> str:
         relation = ">=" if self.direction == "min" else "<="
         text = f"{self.name}: observed {_shown(self.observed)}, required {relation} {self.limit:g}"
+        if self.name == MAX_REGRESSION:  # observed is baseline - candidate
+            text = (f"{self.name}: candidate worse than baseline by {_shown(self.observed)}, "
+                    f"allowed <= {self.limit:g}")
         if self.decide is None or self.decide == ESTIMATE:
             return text + ("" if self.decide is None else " (estimate: no error control)")
         side = {
@@ -181,6 +192,17 @@ def std_evidence(bound: stats.StdBound) -> Evidence:
     )
 
 
+def regression_evidence(difference: stats.ClusteredDifference) -> Evidence:
+    """The claim "the candidate is worse than the baseline by at most the limit", on the
+    regression baseline - candidate = -(candidate - baseline) and its cluster bootstrap."""
+    return Evidence(
+        -difference.estimate, difference.method,
+        lambda c: np.array([-difference.lower(c)]),
+        lambda levels: np.array([-difference.upper(float(levels[0]))]),
+        lambda limit: np.array([difference.p_below(-limit)]),
+    )
+
+
 def median_evidence(observed: float | None, bounds: list[stats.ProportionBound]) -> Evidence:
     """The claim "the median group >= limit", bounded by the median of the groups' bounds (an
     approximation: the groups' bounds are not independent; p-value by inverting that bound)."""
@@ -220,7 +242,7 @@ def decide_thresholds(
 
     ``claims``: name -> (limit, evidence). ``fixed``: thresholds that are already bounds and are
     compared as they are under every policy (``min_lower_ci``): name -> (limit, value, method).
-    Checks come back in `RELIABLE_THRESHOLDS` order.
+    Checks come back in `DIRECTIONS` order.
     """
     if decide not in POLICIES:
         raise ValueError(f"decide must be one of {POLICIES}, got {decide!r}")
@@ -231,7 +253,7 @@ def decide_thresholds(
     if decide == FAIL_ON_EVIDENCE:
         checks.update(_fail_on_evidence(claims, confidence))
     for name, (limit, evidence) in claims.items():
-        direction: Direction = RELIABLE_THRESHOLDS[name]  # type: ignore[assignment]
+        direction = DIRECTIONS[name]
         if decide == ESTIMATE:
             checks[name] = ThresholdCheck(
                 name, limit, evidence.observed, direction, evidence.observed, decide,
@@ -248,7 +270,7 @@ def decide_thresholds(
                 name, limit, evidence.observed, direction, bound, decide, evidence.method,
                 _clears(bound, limit, direction), confidence,
             )
-    return [checks[name] for name in RELIABLE_THRESHOLDS if name in checks]
+    return [checks[name] for name in DIRECTIONS if name in checks]
 
 
 def _fail_on_evidence(
@@ -268,7 +290,7 @@ def _fail_on_evidence(
     start = 0
     for name, size in zip(names, sizes):
         limit, evidence = claims[name]
-        direction: Direction = RELIABLE_THRESHOLDS[name]  # type: ignore[assignment]
+        direction = DIRECTIONS[name]
         part = slice(start, start + size)
         start += size
         if size == 0:
@@ -286,8 +308,12 @@ def _fail_on_evidence(
 
 
 # -- a reliable test's thresholds ---------------------------------------------------------------
-def reliable_thresholds(spec: ReliableSpec, summary: Summary, decide: str) -> list[ThresholdCheck]:
-    """The checks of ``@reliable``'s thresholds on ``summary`` under policy ``decide``."""
+def reliable_thresholds(
+    spec: ReliableSpec, summary: Summary, decide: str,
+    baseline: stats.ClusteredDifference | None = None,
+) -> list[ThresholdCheck]:
+    """The checks of ``@reliable``'s thresholds on ``summary`` under policy ``decide``;
+    ``max_regression`` on ``baseline``, the paired difference candidate - baseline (SPEC 9)."""
     claims: dict[str, tuple[float, Evidence]] = {}
     fixed: dict[str, tuple[float, float | None, str]] = {}
     ranges = summary.formats
@@ -319,6 +345,8 @@ def reliable_thresholds(spec: ReliableSpec, summary: Summary, decide: str) -> li
             if summary.std_bound is None:
                 continue
             claims[name] = (limit, std_evidence(summary.std_bound))
+    if spec.max_regression is not None and baseline is not None:
+        claims[MAX_REGRESSION] = (float(spec.max_regression), regression_evidence(baseline))
     return decide_thresholds(claims, decide, summary.confidence, fixed)
 
 

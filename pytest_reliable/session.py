@@ -33,7 +33,7 @@ from pytest_reliable.evaluation import (
     append_resamplings,
     evaluate,
 )
-from pytest_reliable.gate import DEFAULT_POLICY, reliable_thresholds
+from pytest_reliable.gate import DEFAULT_POLICY, MAX_REGRESSION, reliable_thresholds
 from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
 from pytest_reliable.models.base import AsyncModel, SamplingParams
 from pytest_reliable.nstar import DEFAULT_METHOD, DEFAULT_N_MAX, NStarOutcome, run_auto
@@ -49,7 +49,7 @@ from pytest_reliable.runner import (
 from pytest_reliable.sampling import derive_seed
 from pytest_reliable.space import Space
 from pytest_reliable.stopping import run_until_settled
-from pytest_reliable.summary import check_scores, summarize
+from pytest_reliable.summary import RangeSummary, check_scores, summarize
 
 log = logging.getLogger("pytest_reliable.session")
 
@@ -343,7 +343,15 @@ class ReliableSession:
         if pairing is not None:
             comparison = self.compare_with_baseline(
                 nodeid, pairing, spec, space, dataset, matrix, seed,
-                lambda on: run(matrix.n_resamplings, on),
+                lambda on: run(matrix.n_resamplings, on), summary.formats,
+            )
+        # The gate decides max_regression with the test's other thresholds (one Holm family).
+        thresholds = reliable_thresholds(
+            spec, summary, decide, baseline=comparison.result.difference if comparison else None
+        )
+        if comparison is not None:
+            comparison.result.check = next(
+                (c for c in thresholds if c.name == MAX_REGRESSION), None
             )
         return ReliableReport(
             nodeid=nodeid,
@@ -354,7 +362,7 @@ class ReliableSession:
             delta=spec.delta,
             summary=summary,
             matrix=matrix,
-            thresholds=reliable_thresholds(spec, summary, decide),
+            thresholds=thresholds,
             decide=decide,
             n_star_source=n_star_source,
             pilot_n=auto.pilot_n if auto else None,
@@ -406,10 +414,11 @@ class ReliableSession:
     def compare_with_baseline(
         self, nodeid: str, choice: BaselineChoice, spec: ReliableSpec, space: Space,
         dataset: Dataset, matrix: ScoreMatrix, seed: int,
-        run_plan: Callable[[AsyncModel], ScoreMatrix],
+        run_plan: Callable[[AsyncModel], ScoreMatrix], ranges: RangeSummary,
     ) -> _Compared:
         """The baseline on the candidate's plan (``run_plan``: same cells, cache and runner),
-        or the stored report's scores, compared with the candidate."""
+        or the stored report's scores, compared with the candidate over the groups of its
+        format range ``ranges`` (the test's grouping)."""
         if choice.kind == "report":
             assert self.stored_baseline is not None
             self.stored_baseline.check(  # n is known now, also under --reliable-n auto
@@ -425,8 +434,7 @@ class ReliableSession:
                 on = self.model_named(choice.name, self.settings.baseline_base_url)
             scores = BaselineScores.from_matrix(on.identity, run_plan(on))
         result = compare(
-            matrix, scores, space, mode=spec.mode, confidence=spec.confidence,
-            max_regression=spec.max_regression, decide=spec.decide or self.settings.decide, seed=seed,
+            matrix, scores, ranges, mode=spec.mode, confidence=spec.confidence, seed=seed,
         )
         return _Compared(result, scores.problems)
 

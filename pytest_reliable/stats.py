@@ -19,7 +19,7 @@ import itertools
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, NamedTuple
 
@@ -1031,6 +1031,40 @@ class ClusteredDifference:
     n_instances: int
     n_cells: int
     method: str
+    replicates: FloatArray | None = field(default=None, repr=False, compare=False)
+    """The bootstrap distribution behind the bounds: bounds at other levels and p-values (a
+    gate's Holm correction) read it. None: only ``low``/``high`` at ``confidence`` are known."""
+
+    def lower(self, confidence: float) -> float:
+        """The one-sided lower bound at ``confidence``."""
+        return self._bounds(confidence)[0]
+
+    def upper(self, confidence: float) -> float:
+        """The one-sided upper bound at ``confidence``."""
+        return self._bounds(confidence)[1]
+
+    def p_below(self, limit: float) -> float:
+        """p-value of "the true difference is >= limit" (small: evidence that it is below): the
+        share of bootstrap replicates >= limit, so that ``upper(1 - p)`` is about ``limit``."""
+        finite = self._finite_replicates()
+        if finite.size == 0 or np.ptp(finite) <= 1e-15:
+            return 1.0 if self.estimate >= limit - 1e-12 else 0.0
+        return float(np.mean(finite >= limit))
+
+    def _bounds(self, confidence: float) -> tuple[float, float]:
+        if self.replicates is None:
+            if abs(confidence - self.confidence) > 1e-12:
+                raise ValueError(
+                    f"bounds at {confidence} need the bootstrap replicates; this difference "
+                    f"only has its bounds at {self.confidence}"
+                )
+            return self.low, self.high
+        return _bootstrap_bounds(self.replicates, self.estimate, _open_unit(confidence, "confidence"))
+
+    def _finite_replicates(self) -> FloatArray:
+        if self.replicates is None:
+            raise ValueError("p-values need the bootstrap replicates of the difference")
+        return self.replicates[np.isfinite(self.replicates)]
 
 
 CLUSTER_BOOTSTRAP = "cluster bootstrap over instances"
@@ -1094,6 +1128,7 @@ def paired_difference(
     return ClusteredDifference(
         estimate=estimate, low=low, high=high, confidence=conf, n_instances=n_instances,
         n_cells=int(diff.size), method=TWO_WAY_BOOTSTRAP if two_way else CLUSTER_BOOTSTRAP,
+        replicates=np.asarray(replicates, dtype=np.float64),
     )
 
 

@@ -140,6 +140,15 @@ class RangeSummary:
     def group_bounds(self) -> list[stats.ProportionBound]:
         return [g.bound for g in self.groups.values() if g.bound is not None]
 
+    def group_masks(self) -> dict[str, tuple[str, np.ndarray]]:
+        """Per group (keyed as in ``groups``), its description and the mask of its cells in the
+        (n, N) score matrix: a paired comparison over the same grouping needs them (SPEC 9)."""
+        return {
+            _group_key(labelling, group, len(self.labellings)):
+                (group.description, labelling.labels == index)
+            for labelling in self.labellings for index, group in enumerate(labelling.groups)
+        }
+
     def pair_differences(self) -> tuple[np.ndarray, np.ndarray, int]:
         """Every within-labelling pair's paired difference and se (for ``max_spread``)."""
         diffs, ses, df = [], [], 1

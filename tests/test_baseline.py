@@ -10,18 +10,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import norm
 
 from pytest_reliable import Dataset, MultipleChoice, stats, text_model
 from pytest_reliable.baseline import (
     BaselineScores,
     BaselineUsageError,
-    RegressionCheck,
     StoredBaseline,
     choose_baseline,
     compare,
 )
 from pytest_reliable.cache import cache_key
 from pytest_reliable.evaluation import EvaluationSettings, plan_cells
+from pytest_reliable.gate import Evidence, decide_thresholds, regression_evidence
 from pytest_reliable.markerspec import MarkerArgumentError, ReliableSpec, parse_reliable
 from pytest_reliable.runner import number_samples
 from pytest_reliable.sampling import derive_seed
@@ -121,29 +122,77 @@ def test_comparison_numbers_groups_and_example(tmp_path: Path) -> None:
     assert len(entry["resampling_scores"]) == 6 and entry["dataset_hash"] == DATA.hash
 
 
-def _difference(estimate: float, low: float, high: float) -> stats.ClusteredDifference:
-    return stats.ClusteredDifference(estimate, low, high, 0.95, 40, 400, stats.CLUSTER_BOOTSTRAP)
+def _difference(estimate: float, half_width: float) -> stats.ClusteredDifference:
+    """A difference whose bootstrap distribution is normal around ``estimate``, its one-sided 95%
+    bounds ``half_width`` away."""
+    z = norm.ppf(np.linspace(0.0005, 0.9995, 1000))
+    replicates = estimate + half_width / norm.ppf(0.95) * z
+    low, high = np.percentile(replicates, [5.0, 95.0])
+    return stats.ClusteredDifference(estimate, float(low), float(high), 0.95, 40, 400,
+                                     stats.CLUSTER_BOOTSTRAP, replicates)
 
 
 @pytest.mark.parametrize(
     ("difference", "decide", "passed"),
     [
-        ((-0.01, -0.03, 0.01), "pass-on-evidence", False),  # lower bound beyond -0.02
-        ((-0.01, -0.02, 0.01), "pass-on-evidence", True),
-        ((0.05, 0.01, 0.09), "pass-on-evidence", True),
-        ((-0.01, -0.03, 0.01), "fail-on-evidence", True),  # upper bound does not breach
-        ((-0.05, -0.08, -0.03), "fail-on-evidence", False),
-        ((-0.01, -0.03, 0.01), "estimate", True),
-        ((-0.03, -0.04, 0.0), "estimate", False),
+        ((-0.01, 0.02), "pass-on-evidence", False),  # lower bound -0.03 beyond -0.02
+        ((-0.005, 0.01), "pass-on-evidence", True),
+        ((0.05, 0.04), "pass-on-evidence", True),
+        ((-0.01, 0.02), "fail-on-evidence", True),  # upper bound 0.01 does not breach
+        ((-0.05, 0.02), "fail-on-evidence", False),
+        ((-0.01, 0.02), "estimate", True),
+        ((-0.03, 0.03), "estimate", False),
     ],
 )
 def test_max_regression_is_decided_under_the_policy(difference, decide, passed) -> None:
-    check = RegressionCheck(0.02, _difference(*difference), decide)
+    claims = {"max_regression": (0.02, regression_evidence(_difference(*difference)))}
+    (check,) = decide_thresholds(claims, decide, 0.95)
     assert check.passed is passed
     data = check.as_dict()
     assert data["name"] == "max_regression" and data["decide"] == decide
     assert data["observed"] == pytest.approx(-difference[0])
-    assert ("allowed <= 0.02" in check.describe())
+    assert "candidate worse than baseline by" in check.describe()
+    assert "allowed <= 0.02" in check.describe()
+    if decide == "pass-on-evidence":  # the regression's upper bound = -(difference's lower)
+        assert data["bound"] == pytest.approx(-(difference[0] - difference[1]), abs=1e-3)
+
+
+def test_max_regression_is_in_the_tests_holm_family_under_fail_on_evidence() -> None:
+    """A regression with p = 0.04 fails alone at alpha 0.05, but not with a second claim in the
+    family (Holm compares the smallest p with alpha / 2)."""
+    replicates = np.array([-0.019] * 40 + [-0.03] * 960)  # 4% of replicates at or above -0.02
+    difference = stats.ClusteredDifference(-0.0294, -0.03, -0.03, 0.95, 40, 400,
+                                           stats.CLUSTER_BOOTSTRAP, replicates)
+    assert difference.p_below(-0.02) == pytest.approx(0.04)
+    regression = (0.02, regression_evidence(difference))
+    (alone,) = decide_thresholds({"max_regression": regression}, "fail-on-evidence", 0.95)
+    assert not alone.passed and "Holm over 1 claims" in alone.method
+    comfortable = Evidence(0.9, "a clear pass", lambda c: np.array([0.85]),
+                           lambda levels: np.array([0.95]), lambda limit: np.array([0.5]))
+    checks = decide_thresholds({"min_score": (0.8, comfortable), "max_regression": regression},
+                               "fail-on-evidence", 0.95)
+    assert [c.name for c in checks] == ["min_score", "max_regression"]
+    assert all(c.passed for c in checks)
+    assert all("Holm over 2 claims" in (c.method or "") for c in checks)
+    # Under pass-on-evidence each threshold stands alone (intersection-union): no correction.
+    checks = decide_thresholds({"min_score": (0.8, comfortable), "max_regression": regression},
+                               "pass-on-evidence", 0.95)
+    assert not checks[1].passed and checks[1].bound == pytest.approx(0.03)
+
+
+def test_the_gates_max_regression_check_is_the_comparisons(tmp_path: Path) -> None:
+    """One owner: the report's thresholds hold the check the comparison passes or fails on."""
+    spec = ReliableSpec(space="wrappers", n=4, max_regression=0.1, min_score=0.1,
+                        decide="fail-on-evidence")
+    report = session(tmp_path).run_reliable(
+        NODEID, DATA, MultipleChoice(), spec, Recording(right_with_parentheses, "c").model,
+        Recording(always_right, "production").model)
+    assert report.baseline is not None and report.baseline.check is report.thresholds[-1]
+    assert report.thresholds[-1].name == "max_regression"
+    assert not report.baseline.passed and not report.passed
+    assert "Holm over 2 claims" in (report.thresholds[-1].method or "")
+    names = [t["name"] for t in report.entry("failed")["thresholds"]]
+    assert names == ["min_score", "max_regression"]
 
 
 def _write_report(path: Path, entry: dict, seed: int = 0) -> Path:
@@ -233,14 +282,14 @@ def test_fixed_mode_groups_are_formats_and_shape_mismatch_is_refused(tmp_path: P
         NODEID, DATA, MultipleChoice(), ReliableSpec(space="wrappers", n=4, mode="fixed"),
         Recording(right_with_parentheses, "c").model)
     ones = BaselineScores("b", "model", np.ones((4, 12)), np.ones((1, 12)))
-    result = compare(report.matrix, ones, SPACE, mode=spec.mode)
+    result = compare(report.matrix, ones, report.summary.formats, mode=spec.mode)
     assert result.grouping == "formats"
     assert result.difference.method == stats.TWO_WAY_BOOTSTRAP
     assert any('wrapper "{}."' in g.description and g.difference.estimate == -1.0
                for g in result.groups)
     with pytest.raises(BaselineUsageError, match="same plan"):
         compare(report.matrix, BaselineScores("b", "model", np.ones((3, 12)), np.ones((1, 12))),
-                SPACE, mode="fixed")
+                report.summary.formats, mode="fixed")
 
 
 @pytest.mark.parametrize(

@@ -170,8 +170,7 @@ class ReliableReport:
             "calls": {"made": self.calls_made, "cached": self.calls_cached, **self.prompt_tokens},
             "decide": self.decide,
             "confidence": self.summary.confidence,
-            "thresholds": [check.as_dict() for check in self.thresholds]
-            + ([self.baseline.check.as_dict()] if self.baseline and self.baseline.check else []),
+            "thresholds": [check.as_dict() for check in self.thresholds],
             "worst_variant": self.worst_variant(),
             "notes": self.notes(),
             "message": None if self.passed else self.failure_message(),

@@ -122,7 +122,7 @@ def test_worse_candidate_fails_naming_the_worst_group_and_a_prompt(
     result, report = run_json(pytester, "-k", "pass_on_evidence")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*max_regression: candidate worse than baseline by 0.5*(pass-on-evidence)*",
+        "*max_regression: candidate worse than baseline by 0.5*(pass-on-evidence, *",
         "*largest regressions (dimensions):*",
         "*wrapper={}.: -1.0000*",
         "*a prompt the baseline got right and the candidate wrong*",
@@ -309,3 +309,43 @@ def test_baseline_model_option_calls_the_openai_compatible_server(
     baseline = by_test(report)["test_pass_on_evidence"]["baseline"]
     assert baseline["model"] == "openai:production-llm@127.0.0.1"
     assert baseline["mean"] == 1.0 and baseline["regressed"][0] == "wrapper={}."
+
+
+GROUPED = '''
+import pytest
+
+from pytest_reliable import Dataset, MultipleChoice
+
+DATA = Dataset.from_records({dataset!r})
+
+
+@pytest.mark.reliable(space="wrappers", n=6, max_regression=0.02, group_by=["wrapper"])
+def test_grouped_by_wrapper(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+
+
+@pytest.mark.reliable(space="wrappers", n=6, max_regression=0.02)
+def test_default_grouping(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+'''
+
+
+def test_per_group_differences_are_over_the_tests_grouping(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC 9: per-group paired differences over the test's grouping (its group_by=), the same
+    groups as its format range."""
+    pair_project(pytester, monkeypatch, "format_sensitive", "production", test_file=GROUPED)
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML + '    instruction: ["Pick one.", "Choose."]\n')
+    result, report = run_json(pytester)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*largest regressions (dimensions:wrapper):*"])
+    grouped, default = by_test(report)["test_grouped_by_wrapper"], \
+        by_test(report)["test_default_grouping"]
+    assert set(grouped["baseline"]["groups"]) == {"wrapper=({})", "wrapper={}."}
+    assert set(grouped["baseline"]["groups"]) == set(grouped["formats"]["per_variant"])
+    assert grouped["baseline"]["grouping"] == grouped["formats"]["grouping"]
+    assert grouped["baseline"]["regressed"] == ["wrapper={}."]
+    # Without group_by=, ilr's default grouping: every varied dimension's values.
+    assert set(default["baseline"]["groups"]) == {"wrapper=({})", "wrapper={}.",
+                                                  "instruction=Pick one.", "instruction=Choose."}
