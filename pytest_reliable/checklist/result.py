@@ -71,6 +71,8 @@ class ChecklistResult:
     failures: list[Failure] = field(default_factory=list)
     thresholds: list[ThresholdCheck] = field(default_factory=list)
     confidence: float = 0.95
+    decide: str | None = None
+    """The policy the thresholds were decided under (SPEC section 11)."""
 
     @property
     def passed(self) -> bool:
@@ -118,6 +120,7 @@ class ChecklistResult:
             "rate": float(self.rate),
             "interval": [float(self.interval[0]), float(self.interval[1])],
             "pairs": int(self.pairs),
+            "decide": self.decide,
             "unparsed": int(self.unparsed),
             "failures": [failure.as_dict() for failure in self.failures[:SHOWN_FAILURES]],
             "thresholds": [check.as_dict() for check in self.thresholds],

@@ -23,7 +23,7 @@ from pytest_reliable.checklist.result import (
 )
 from pytest_reliable.checklist.text import text_key
 from pytest_reliable.errors import ReliableConfigError
-from pytest_reliable.gate import ThresholdCheck
+from pytest_reliable.gate import DEFAULT_POLICY, checklist_thresholds
 from pytest_reliable.stats import wilson_interval
 
 
@@ -102,38 +102,33 @@ def _pairs(examples: Sequence[Example], perturbations: Sequence[Perturbation],
     return pairs
 
 
-def _thresholds(limits: dict[str, tuple[float | None, str]], rate: float,
-                interval: tuple[float, float], pairs: int,
-                gate_on_bound: bool) -> list[ThresholdCheck]:
-    checks = []
-    for name, (limit, direction) in limits.items():
-        if limit is None:
-            continue
-        observed: float | None = rate
-        shown = name
-        if gate_on_bound:
-            observed = interval[1] if direction == "max" else interval[0]
-            shown = f"{name} ({'upper' if direction == 'max' else 'lower'} bound)"
-        if pairs == 0:
-            observed = None
-        checks.append(ThresholdCheck(shown, float(limit), observed, direction))  # type: ignore[arg-type]
-    return checks
-
-
-def _result(kind: str, bad_or_good: int, pairs: int, unparsed: int, failures: list[Failure],
-            limits: dict[str, tuple[float | None, str]], confidence: float,
-            gate_on_bound: bool) -> ChecklistResult:
+def _result(kind: str, counts: Sequence[int], sizes: Sequence[int], unparsed: int,
+            failures: list[Failure], limits: dict[str, float | None], confidence: float,
+            decide: str) -> ChecklistResult:
+    """``counts[i]`` of ``sizes[i]`` pairs made from example i are bad (INV, DIR) or passed (MFT,
+    one pair per example); the thresholds are decided in `gate.checklist_thresholds`."""
+    hits, pairs = int(sum(counts)), int(sum(sizes))
     if pairs == 0:
         rate, interval = 0.0, (0.0, 1.0)
     else:
-        rate = bad_or_good / pairs
-        interval = wilson_interval(bad_or_good, pairs, confidence)
+        rate = hits / pairs
+        interval = wilson_interval(hits, pairs, confidence)
     return ChecklistResult(
         kind=kind, rate=rate, interval=(float(interval[0]), float(interval[1])), pairs=pairs,
         unparsed=unparsed, failures=failures,
-        thresholds=_thresholds(limits, rate, interval, pairs, gate_on_bound),
-        confidence=confidence,
+        thresholds=checklist_thresholds(limits, counts, sizes, decide, confidence),
+        confidence=confidence, decide=decide,
     )
+
+
+def _per_example(pairs: Sequence[_Pair], bad: Sequence[bool],
+                 n_examples: int) -> tuple[list[int], list[int]]:
+    """(bad pairs, pairs) per example: the clusters of the rate's bound."""
+    counts, sizes = [0] * n_examples, [0] * n_examples
+    for pair, is_bad in zip(pairs, bad):
+        sizes[pair.index] += 1
+        counts[pair.index] += int(is_bad)
+    return counts, sizes
 
 
 def _run_pairs(examples: Sequence[Example], perturbations: Sequence[Perturbation],
@@ -176,18 +171,21 @@ def run_invariance(
     seed: int = 0,
     confidence: float = 0.95,
     tolerance: float | None = None,
-    gate_on_bound: bool = False,
+    decide: str = DEFAULT_POLICY,
     max_flip_rate: float | None = 0.0,
 ) -> ChecklistResult:
-    """INV: the flip rate over (example, perturbed example) pairs, gated by ``max_flip_rate``."""
+    """INV: the flip rate over (example, perturbed example) pairs, ``max_flip_rate`` decided
+    under policy ``decide`` (`gate.checklist_thresholds`)."""
     pairs, before, after, unparsed = _run_pairs(examples, perturbations, predict, seed)
-    failures = []
+    failures, flipped = [], []
     for pair, prediction in zip(pairs, after):
         original = before[pair.index]
-        if _flipped(original, prediction, tolerance):
+        flipped.append(_flipped(original, prediction, tolerance))
+        if flipped[-1]:
             failures.append(_failure(examples[pair.index], pair, original, prediction))
-    return _result("invariance", len(failures), len(pairs), unparsed, failures,
-                   {"max_flip_rate": (max_flip_rate, "max")}, confidence, gate_on_bound)
+    counts, sizes = _per_example(pairs, flipped, len(examples))
+    return _result("invariance", counts, sizes, unparsed, failures,
+                   {"max_flip_rate": max_flip_rate}, confidence, decide)
 
 
 def _failure(example: Example, pair: _Pair, before: Prediction, after: Prediction) -> Failure:
@@ -275,19 +273,22 @@ def run_directional(
     expect: Any,
     seed: int = 0,
     confidence: float = 0.95,
-    gate_on_bound: bool = False,
+    decide: str = DEFAULT_POLICY,
     max_fail_rate: float | None = 0.0,
 ) -> ChecklistResult:
-    """DIR: the fail rate over pairs (the "after" prediction is not as ``expect`` says)."""
+    """DIR: the fail rate over pairs (the "after" prediction is not as ``expect`` says),
+    ``max_fail_rate`` decided under policy ``decide``."""
     ok = _expectation(expect)
     pairs, before, after, unparsed = _run_pairs(examples, perturbations, predict, seed)
-    failures = []
+    failures, failed = [], []
     for pair, prediction in zip(pairs, after):
         original = before[pair.index]
-        if not ok(original, prediction):
+        failed.append(not ok(original, prediction))
+        if failed[-1]:
             failures.append(_failure(examples[pair.index], pair, original, prediction))
-    return _result("directional", len(failures), len(pairs), unparsed, failures,
-                   {"max_fail_rate": (max_fail_rate, "max")}, confidence, gate_on_bound)
+    counts, sizes = _per_example(pairs, failed, len(examples))
+    return _result("directional", counts, sizes, unparsed, failures,
+                   {"max_fail_rate": max_fail_rate}, confidence, decide)
 
 
 def run_mft(
@@ -295,11 +296,12 @@ def run_mft(
     predict: Predict,
     *,
     confidence: float = 0.95,
-    gate_on_bound: bool = False,
+    decide: str = DEFAULT_POLICY,
     min_pass: float | None = None,
     expected: Callable[[Example], Any] | None = None,
 ) -> ChecklistResult:
-    """MFT: the pass rate over labelled examples (``expected(example)``, default its "label")."""
+    """MFT: the pass rate over labelled examples (``expected(example)``, default its "label"),
+    ``min_pass`` decided under policy ``decide``."""
     examples = list(examples)
     labels = []
     for index, example in enumerate(examples):
@@ -311,17 +313,18 @@ def run_mft(
             raise ValueError(f"mft needs a 'label' in every example (or expected=); example "
                              f"{index} has none")
     predictions = _predict(predict, examples)
-    failures = []
+    failures, passed = [], []
     for example, label, prediction in zip(examples, labels, predictions):
         try:
             good = prediction.parsed and bool(prediction.value == label)
         except (TypeError, ValueError):
             good = False
+        passed.append(int(good))
         if not good:
             failures.append(Failure(
                 original=_example_text(example), perturbed=None, before=f"expected {label!r}",
                 after=_shown(prediction), before_value=label, after_value=prediction.value,
             ))
     unparsed = sum(not p.parsed for p in predictions)
-    return _result("mft", len(examples) - len(failures), len(examples), unparsed, failures,
-                   {"min_pass": (min_pass, "min")}, confidence, gate_on_bound)
+    return _result("mft", passed, [1] * len(examples), unparsed, failures,
+                   {"min_pass": min_pass}, confidence, decide)
