@@ -28,7 +28,7 @@ fail-on-evidence it is one more claim in the test's Holm family.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -37,7 +37,7 @@ import numpy.typing as npt
 from scipy import stats as _sps
 
 from pytest_reliable import stats
-from pytest_reliable.markerspec import POLICIES, RELIABLE_THRESHOLDS
+from pytest_reliable.markerspec import CHECKLIST_THRESHOLDS, POLICIES, RELIABLE_THRESHOLDS
 
 if TYPE_CHECKING:
     from pytest_reliable.markerspec import ReliableSpec
@@ -237,12 +237,13 @@ def decide_thresholds(
     decide: str,
     confidence: float,
     fixed: dict[str, tuple[float, float | None, str]] | None = None,
+    directions: Mapping[str, str] = DIRECTIONS,
 ) -> list[ThresholdCheck]:
     """Apply policy ``decide`` to the test's thresholds.
 
     ``claims``: name -> (limit, evidence). ``fixed``: thresholds that are already bounds and are
     compared as they are under every policy (``min_lower_ci``): name -> (limit, value, method).
-    Checks come back in `DIRECTIONS` order.
+    ``directions``: every threshold name -> "min" | "max"; checks come back in its order.
     """
     if decide not in POLICIES:
         raise ValueError(f"decide must be one of {POLICIES}, got {decide!r}")
@@ -251,9 +252,9 @@ def decide_thresholds(
         checks[name] = ThresholdCheck(name, limit, value, "min", value, decide, method,
                                       _clears(value, limit, "min"), confidence)
     if decide == FAIL_ON_EVIDENCE:
-        checks.update(_fail_on_evidence(claims, confidence))
+        checks.update(_fail_on_evidence(claims, confidence, directions))
     for name, (limit, evidence) in claims.items():
-        direction = DIRECTIONS[name]
+        direction: Direction = directions[name]  # type: ignore[assignment]
         if decide == ESTIMATE:
             checks[name] = ThresholdCheck(
                 name, limit, evidence.observed, direction, evidence.observed, decide,
@@ -270,11 +271,12 @@ def decide_thresholds(
                 name, limit, evidence.observed, direction, bound, decide, evidence.method,
                 _clears(bound, limit, direction), confidence,
             )
-    return [checks[name] for name in DIRECTIONS if name in checks]
+    return [checks[name] for name in directions if name in checks]
 
 
 def _fail_on_evidence(
-    claims: dict[str, tuple[float, Evidence]], confidence: float
+    claims: dict[str, tuple[float, Evidence]], confidence: float,
+    directions: Mapping[str, str] = DIRECTIONS,
 ) -> dict[str, ThresholdCheck]:
     alpha = 1.0 - confidence
     names: list[str] = []
@@ -290,7 +292,7 @@ def _fail_on_evidence(
     start = 0
     for name, size in zip(names, sizes):
         limit, evidence = claims[name]
-        direction = DIRECTIONS[name]
+        direction: Direction = directions[name]  # type: ignore[assignment]
         part = slice(start, start + size)
         start += size
         if size == 0:
@@ -356,3 +358,69 @@ def _finite(value: float | None) -> float | None:
 
 def _proportion(observed: float, bound: stats.ProportionBound | None) -> Evidence:
     return proportion_evidence(_finite(observed), [bound] if bound is not None else [], "min")
+
+
+# -- a CheckList test's thresholds --------------------------------------------------------------
+CHECKLIST_DIRECTIONS: dict[str, str] = {
+    name: direction for limits in CHECKLIST_THRESHOLDS.values()
+    for name, direction in limits.items()
+}
+ZERO_TOLERANCE = (
+    "zero tolerance: a claim about these pairs, not an estimate (no bound can show a rate of "
+    "exactly {value}); decided exactly under every policy"
+)
+
+
+def checklist_bound(counts: Sequence[int], sizes: Sequence[int]) -> stats.ProportionBound:
+    """The bound behind a CheckList rate: ``counts[i]`` of ``sizes[i]`` pairs (MFT: examples) made
+    from example i. Pairs of one example are correlated (same text, same model reading it), so
+    when some example gives several pairs the bound is clustered by example; when every example
+    gives at most one, the pairs are independent trials and the bound is Wilson's."""
+    if max(sizes, default=0) <= 1:
+        return stats.wilson_bound(int(sum(counts)), int(sum(sizes)))
+    return stats.clustered_proportion(counts, sizes)
+
+
+def checklist_thresholds(
+    limits: Mapping[str, float | None],
+    counts: Sequence[int],
+    sizes: Sequence[int],
+    decide: str,
+    confidence: float,
+) -> list[ThresholdCheck]:
+    """The checks of a CheckList test's thresholds under policy ``decide`` (SPEC section 11).
+
+    ``limits``: ``max_flip_rate`` / ``max_fail_rate`` (a rate of bad pairs) or ``min_pass`` (a
+    rate of passed examples) -> limit (None = not set). ``counts``/``sizes`` per example: the
+    bad (INV, DIR) or passed (MFT) pairs and all pairs; see `checklist_bound`.
+
+    A limit of exactly 0 on a ``max_*`` rate (``max_flip_rate=0.0``: "outputs must not change")
+    or of 1 on ``min_pass`` is a deterministic claim about the pairs at hand: no confidence
+    bound on a finite sample can reach 0 (or 1), so pass-on-evidence could never pass it. It is
+    decided exactly under every policy: it passes only when no pair is bad (every example
+    passes). With zero pairs every threshold fails (observed None).
+    """
+    pairs = int(sum(sizes))
+    observed = float(sum(counts)) / pairs if pairs else None
+    claims: dict[str, tuple[float, Evidence]] = {}
+    exact: dict[str, ThresholdCheck] = {}
+    for name, limit in limits.items():
+        if limit is None:
+            continue
+        direction: Direction = CHECKLIST_DIRECTIONS[name]  # type: ignore[assignment]
+        limit = float(limit)
+        if limit == (0.0 if direction == "max" else 1.0):
+            exact[name] = ThresholdCheck(
+                name, limit, observed, direction, observed, decide,
+                ZERO_TOLERANCE.format(value=f"{limit:g}"),
+                observed is not None and observed == limit, confidence,
+            )
+        elif observed is None:
+            claims[name] = (limit, proportion_evidence(None, [], direction, "no pairs"))
+        else:
+            claims[name] = (limit, proportion_evidence(
+                observed, [checklist_bound(counts, sizes)], direction))
+    checks = {check.name: check for check in decide_thresholds(
+        claims, decide, confidence, directions=CHECKLIST_DIRECTIONS)}
+    checks.update(exact)
+    return [checks[name] for name in CHECKLIST_DIRECTIONS if name in checks]

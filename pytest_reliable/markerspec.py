@@ -82,7 +82,8 @@ class ChecklistSpec:
     space: Any = None
     confidence: float = 0.95
     tolerance: float | None = None
-    gate_on_bound: bool = False
+    decide: str | None = None
+    """One of POLICIES; None = the project default (``--reliable-decide``)."""
     max_tokens: int = 32
     thresholds: dict[str, float] = field(default_factory=dict)
 
@@ -108,11 +109,11 @@ CHECKLIST_DEFAULTS: dict[str, dict[str, float]] = {
     "directional": {"max_fail_rate": 0.0},
     "mft": {},
 }
-_CHECKLIST_COMMON = {"space", "confidence", "max_tokens"}
+_CHECKLIST_COMMON = {"space", "confidence", "decide", "max_tokens"}
 CHECKLIST_ARGUMENTS: dict[str, set[str]] = {
-    "invariance": {"perturb", "tolerance", "gate_on_bound", *_CHECKLIST_COMMON},
-    "directional": {"perturb", "expect", "gate_on_bound", *_CHECKLIST_COMMON},
-    "mft": {"gate_on_bound", *_CHECKLIST_COMMON},
+    "invariance": {"perturb", "tolerance", *_CHECKLIST_COMMON},
+    "directional": {"perturb", "expect", *_CHECKLIST_COMMON},
+    "mft": set(_CHECKLIST_COMMON),
 }
 RELIABLE_ARGUMENTS = set(ReliableSpec.__dataclass_fields__)
 
@@ -285,6 +286,9 @@ def parse_checklist(
     if tolerance is not None:
         tolerance = _number(kind, "tolerance", tolerance)
     max_tokens = _positive_int(kind, "max_tokens", kwargs.get("max_tokens", 32))
+    decide = kwargs.get("decide")
+    if decide is not None:
+        decide = check_policy(kind, "decide", decide)
     _check_space(kind, kwargs.get("space"), space_exists)
     return ChecklistSpec(
         kind=kind,
@@ -293,7 +297,7 @@ def parse_checklist(
         space=kwargs.get("space"),
         confidence=confidence,
         tolerance=tolerance,
-        gate_on_bound=bool(kwargs.get("gate_on_bound", False)),
+        decide=decide,
         max_tokens=max_tokens,
         thresholds=thresholds,
     )

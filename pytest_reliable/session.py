@@ -472,21 +472,21 @@ class ReliableSession:
             return predictions
 
         records = list(dataset)
+        decide = spec.decide or self.settings.decide
         perturb = [checklist.resolve_perturbation(p, kind=spec.kind) for p in spec.perturb]
         if spec.kind == "invariance":
             result = checklist.run_invariance(
                 records, perturb, predict, seed=seed, confidence=spec.confidence,
-                tolerance=spec.tolerance, gate_on_bound=spec.gate_on_bound,
-                **spec.thresholds,
+                tolerance=spec.tolerance, decide=decide, **spec.thresholds,
             )
         elif spec.kind == "directional":
             result = checklist.run_directional(
                 records, perturb, predict, expect=spec.expect, seed=seed,
-                confidence=spec.confidence, gate_on_bound=spec.gate_on_bound, **spec.thresholds,
+                confidence=spec.confidence, decide=decide, **spec.thresholds,
             )
         else:
             result = checklist.run_mft(
-                records, predict, confidence=spec.confidence, gate_on_bound=spec.gate_on_bound,
+                records, predict, confidence=spec.confidence, decide=decide,
                 min_pass=spec.thresholds["min_pass"], expected=checklist.expected_label(task),
             )
         return ChecklistReport(

@@ -41,11 +41,13 @@ __all__ = [
     "ProportionBound",
     "Ranges",
     "StdBound",
+    "WilsonBound",
     "asymptotic_cs",
     "avgp",
     "betting_cs",
     "bootstrap_ci",
     "clustered_mean",
+    "clustered_proportion",
     "cps",
     "holm",
     "maxp",
@@ -62,6 +64,7 @@ __all__ = [
     "pass_hat_k",
     "ranges",
     "sample_std_bound",
+    "wilson_bound",
     "wilson_interval",
 ]
 
@@ -405,6 +408,70 @@ def clustered_mean(scores: ArrayLike, *, two_way: bool = False) -> ProportionBou
                   "t(min(n, N)-1)")
     return ProportionBound(float(s.mean()), math.sqrt(max(var, 0.0)), clusters, int(s.size),
                            method)
+
+
+def clustered_proportion(successes: ArrayLike, trials: ArrayLike) -> ProportionBound:
+    """A proportion over trials grouped in clusters of unequal size (e.g. CheckList pairs, grouped
+    by the example they were made from): sum(successes) / sum(trials), with the clustered
+    (ratio-estimator) standard error se^2 = N / (N - 1) * sum((y_i - r m_i)^2) / (sum m_i)^2.
+
+    With equal cluster sizes this is `clustered_mean` of the (trials, clusters) matrix. Clusters
+    with no trial are ignored. Bounds: `ProportionBound` (clusters = clusters with a trial).
+    """
+    y = np.asarray(successes, dtype=np.float64).ravel()
+    m = np.asarray(trials, dtype=np.float64).ravel()
+    if y.shape != m.shape or (m < 0).any() or (y < 0).any() or (y > m).any():
+        raise ValueError("successes and trials must be equal-length counts with "
+                         "0 <= successes <= trials")
+    keep = m > 0
+    y, m = y[keep], m[keep]
+    if y.size == 0:
+        raise ValueError("clustered_proportion needs at least one trial")
+    total = float(m.sum())
+    rate = float(y.sum()) / total
+    n_clusters = int(y.size)
+    var = 0.0
+    if n_clusters > 1:
+        var = n_clusters / (n_clusters - 1) * float(np.sum((y - rate * m) ** 2)) / total**2
+    return ProportionBound(rate, math.sqrt(var), n_clusters, round(total),
+                           "clustered by example; Wilson on effective n, t(N-1)")
+
+
+@dataclass(frozen=True)
+class WilsonBound(ProportionBound):
+    """``successes`` out of ``cells`` independent 0/1 trials: Wilson's score bounds with the
+    normal quantile (no clustering, so no t correction). ``se`` and ``clusters`` are unused."""
+
+    def lower(self, confidence: float) -> float:
+        return _wilson(self.p, self.cells, float(_sps.norm.ppf(confidence)))[0]
+
+    def upper(self, confidence: float) -> float:
+        return _wilson(self.p, self.cells, float(_sps.norm.ppf(confidence)))[1]
+
+    def interval(self, confidence: float) -> tuple[float, float]:
+        return _wilson(self.p, self.cells, float(_sps.norm.ppf(0.5 + confidence / 2.0)))
+
+    def p_below(self, limit: float) -> float:
+        return self._normal_p(limit, below=True)
+
+    def p_above(self, limit: float) -> float:
+        return self._normal_p(limit, below=False)
+
+    def _normal_p(self, limit: float, *, below: bool) -> float:
+        # The score test Wilson's interval inverts; a limit at 0 or 1 is decided exactly.
+        if limit <= 0.0 or limit >= 1.0:
+            return _score_p(self.p, self.cells, limit, 1, below=below)
+        stat = (self.p - limit) / math.sqrt(limit * (1.0 - limit) / self.cells)
+        return float(_sps.norm.cdf(stat) if below else _sps.norm.sf(stat))
+
+
+def wilson_bound(successes: int, n: int) -> WilsonBound:
+    """The `ProportionBound` of ``successes`` out of ``n`` independent 0/1 trials (Wilson)."""
+    n_i = _count(n, "n", minimum=1)
+    c_i = _count(successes, "successes", minimum=0)
+    if c_i > n_i:
+        raise ValueError(f"successes must be in [0, n] = [0, {n_i}], got {successes!r}")
+    return WilsonBound(c_i / n_i, 0.0, n_i, n_i, "Wilson score bound (independent trials)")
 
 
 PAIRED_METHOD = "paired within instance, clustered by instance; t(N-1)"

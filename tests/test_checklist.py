@@ -375,7 +375,7 @@ def test_invariance_typos_flip_everything() -> None:
     predict = Batched(vocabulary_model)
     typos = resolve_perturbation("typos", kind="invariance")
     result = run_invariance(examples(INV_SENTENCES), [typos], predict, seed=3, confidence=0.95,
-                            tolerance=None, gate_on_bound=False, max_flip_rate=0.0)
+                            tolerance=None, decide="estimate", max_flip_rate=0.0)
     assert isinstance(result, ChecklistResult)
     assert result.kind == "invariance"
     assert result.pairs == 6 and result.rate == 1.0 and len(result.failures) == 6
@@ -392,7 +392,7 @@ def test_invariance_punctuation_never_flips() -> None:
     perturbations = [resolve_perturbation(n, kind="invariance")
                      for n in ("punctuation", "whitespace", "casing")]
     result = run_invariance(examples(INV_SENTENCES), perturbations, predict, seed=1,
-                            confidence=0.95, tolerance=None, gate_on_bound=False,
+                            confidence=0.95, tolerance=None, decide="estimate",
                             max_flip_rate=0.0)
     assert result.pairs == 18 and result.rate == 0.0 and result.failures == []
     assert result.passed
@@ -402,7 +402,7 @@ def test_invariance_punctuation_never_flips() -> None:
 def test_invariance_is_deterministic_per_seed() -> None:
     typos = resolve_perturbation("typos", kind="invariance")
     runs = [run_invariance(examples(INV_SENTENCES), [typos], Batched(vocabulary_model), seed=s,
-                           confidence=0.95, tolerance=None, gate_on_bound=False,
+                           confidence=0.95, tolerance=None, decide="estimate",
                            max_flip_rate=0.0)
             for s in (5, 5, 6)]
     texts = [[f.perturbed for f in r.failures] for r in runs]
@@ -412,7 +412,7 @@ def test_invariance_is_deterministic_per_seed() -> None:
     casing = resolve_perturbation("casing", kind="invariance")
     alone = run_invariance(examples(INV_SENTENCES[:1]), [casing, typos],
                            Batched(vocabulary_model), seed=5, confidence=0.95, tolerance=None,
-                           gate_on_bound=False, max_flip_rate=0.0)
+                           decide="estimate", max_flip_rate=0.0)
     assert alone.failures[0].perturbed == runs[0].failures[0].perturbed
 
 
@@ -426,7 +426,7 @@ def test_invariance_unparsed_handling() -> None:
 
     casing = resolve_perturbation("casing", kind="invariance")
     result = run_invariance(examples(INV_SENTENCES), [casing], Batched(model), seed=0,
-                            confidence=0.95, tolerance=None, gate_on_bound=False,
+                            confidence=0.95, tolerance=None, decide="estimate",
                             max_flip_rate=1.0)
     uppers = sum((f.perturbed or "").isupper() for f in result.failures)
     assert uppers == len(result.failures) and result.unparsed == uppers
@@ -436,7 +436,7 @@ def test_invariance_unparsed_handling() -> None:
         return Prediction(None, False, "")
 
     both = run_invariance(examples(INV_SENTENCES), [casing], Batched(unparsed_always), seed=0,
-                          confidence=0.95, tolerance=None, gate_on_bound=False,
+                          confidence=0.95, tolerance=None, decide="estimate",
                           max_flip_rate=0.0)
     assert both.rate == 0.0 and both.unparsed == 12 and both.pairs == 6 and both.passed
 
@@ -448,9 +448,9 @@ def test_invariance_tolerance_for_numbers() -> None:
     whitespace = resolve_perturbation("whitespace", kind="invariance")
     data = examples(INV_SENTENCES)
     strict = run_invariance(data, [whitespace], Batched(model), seed=0, confidence=0.95,
-                            tolerance=None, gate_on_bound=False, max_flip_rate=0.0)
+                            tolerance=None, decide="estimate", max_flip_rate=0.0)
     loose = run_invariance(data, [whitespace], Batched(model), seed=0, confidence=0.95,
-                           tolerance=0.05, gate_on_bound=False, max_flip_rate=0.0)
+                           tolerance=0.05, decide="estimate", max_flip_rate=0.0)
     assert strict.rate == 1.0 and loose.rate == 0.0
 
 
@@ -458,7 +458,7 @@ def test_zero_pairs() -> None:
     predict = Batched(vocabulary_model)
     numbers = resolve_perturbation("numbers", kind="invariance")
     result = run_invariance(examples(INV_SENTENCES), [numbers], predict, seed=0,
-                            confidence=0.95, tolerance=None, gate_on_bound=False,
+                            confidence=0.95, tolerance=None, decide="estimate",
                             max_flip_rate=1.0)
     assert result.pairs == 0 and result.rate == 0.0 and result.interval == (0.0, 1.0)
     assert not result.passed
@@ -466,11 +466,11 @@ def test_zero_pairs() -> None:
     assert predict.batches == []
     negation = resolve_perturbation("negation", kind="directional")
     result = run_directional(examples(["Great food!"]), [negation], predict, expect="flip",
-                             seed=0, confidence=0.95, gate_on_bound=False, max_fail_rate=1.0)
+                             seed=0, confidence=0.95, decide="estimate", max_fail_rate=1.0)
     assert result.pairs == 0 and not result.passed
     assert "no example could be perturbed" in result.message()
     assert json.loads(json.dumps(result.as_dict()))["pairs"] == 0
-    empty = run_mft([], predict, confidence=0.95, gate_on_bound=False, min_pass=0.0)
+    empty = run_mft([], predict, confidence=0.95, decide="estimate", min_pass=0.0)
     assert empty.pairs == 0 and not empty.passed
 
 
@@ -491,23 +491,23 @@ def test_directional_negation_flip() -> None:
     negation = resolve_perturbation("negation", kind="directional")
     predict = Batched(sentiment_model)
     result = run_directional(examples(DIR_SENTENCES), [negation], predict, expect="flip",
-                             seed=0, confidence=0.95, gate_on_bound=False, max_fail_rate=0.0)
+                             seed=0, confidence=0.95, decide="estimate", max_fail_rate=0.0)
     assert result.kind == "directional"
     assert result.pairs == 5 and result.rate == 0.0 and result.passed
     assert len(predict.batches) == 2 and len(predict.batches[0]) == 5
     labelled = run_directional(examples(DIR_SENTENCES), [negation], Batched(sentiment_model),
-                               expect="negative", seed=0, confidence=0.95, gate_on_bound=False,
+                               expect="negative", seed=0, confidence=0.95, decide="estimate",
                                max_fail_rate=0.0)
     assert labelled.rate == 0.0
     wrong = run_directional(examples(DIR_SENTENCES), [negation], Batched(sentiment_model),
-                            expect="positive", seed=0, confidence=0.95, gate_on_bound=False,
+                            expect="positive", seed=0, confidence=0.95, decide="estimate",
                             max_fail_rate=0.0)
     assert wrong.rate == 1.0 and not wrong.passed
     assert wrong.thresholds[0].name == "max_fail_rate"
     relation = run_directional(examples(DIR_SENTENCES), [negation], Batched(sentiment_model),
                                expect=lambda before, after: (before, after) == ("positive",
                                                                                 "negative"),
-                               seed=0, confidence=0.95, gate_on_bound=False, max_fail_rate=0.0)
+                               seed=0, confidence=0.95, decide="estimate", max_fail_rate=0.0)
     assert relation.rate == 0.0
 
 
@@ -518,7 +518,7 @@ def test_directional_unparsed_after_fails() -> None:
     result = run_directional(examples(DIR_SENTENCES[:3]),
                              [resolve_perturbation(gibberish, kind="directional")],
                              Batched(sentiment_model), expect="flip", seed=0, confidence=0.95,
-                             gate_on_bound=False, max_fail_rate=0.0)
+                             decide="estimate", max_fail_rate=0.0)
     assert result.rate == 1.0 and result.unparsed == 3
     assert result.failures[0].after == "I cannot tell"
 
@@ -534,13 +534,13 @@ def test_directional_increase_decrease() -> None:
     data = examples(["a", "b", "c"])
     add = resolve_perturbation(add_one, kind="directional")
     up = run_directional(data, [add], Batched(model), expect="increase", seed=0,
-                         confidence=0.95, gate_on_bound=False, max_fail_rate=0.0)
+                         confidence=0.95, decide="estimate", max_fail_rate=0.0)
     down = run_directional(data, [add], Batched(model), expect="decrease", seed=0,
-                           confidence=0.95, gate_on_bound=False, max_fail_rate=0.0)
+                           confidence=0.95, decide="estimate", max_fail_rate=0.0)
     assert up.rate == 0.0 and down.rate == 1.0
     with pytest.raises(ValueError, match="expect='increase' needs numeric predictions"):
         run_directional(data, [add], Batched(sentiment_model), expect="increase", seed=0,
-                        confidence=0.95, gate_on_bound=False, max_fail_rate=0.0)
+                        confidence=0.95, decide="estimate", max_fail_rate=0.0)
 
 
 def test_mft_pass_rate() -> None:
@@ -549,50 +549,90 @@ def test_mft_pass_rate() -> None:
             {"text": "It was not bad", "label": "positive"},
             {"text": "gibberish", "label": "positive"}]
     predict = Batched(sentiment_model)
-    result = run_mft(data, predict, confidence=0.9, gate_on_bound=False, min_pass=0.9)
+    result = run_mft(data, predict, confidence=0.9, decide="estimate", min_pass=0.9)
     assert result.kind == "mft" and result.pairs == 4 and result.rate == 0.5
     assert result.unparsed == 1 and len(predict.batches) == 1
     assert result.interval == pytest.approx(wilson_interval(2, 4, 0.9))
     assert not result.passed and result.thresholds[0].name == "min_pass"
     assert "pass rate 0.50" in result.message() and "90% Wilson" in result.message()
-    assert run_mft(data, Batched(sentiment_model), confidence=0.95, gate_on_bound=False,
+    assert run_mft(data, Batched(sentiment_model), confidence=0.95, decide="estimate",
                    min_pass=0.5).passed
     no_threshold = run_mft(data, Batched(sentiment_model), confidence=0.95,
-                           gate_on_bound=False)
+                           decide="estimate")
     assert no_threshold.thresholds == [] and no_threshold.passed
-    custom = run_mft(data, Batched(sentiment_model), confidence=0.95, gate_on_bound=False,
+    custom = run_mft(data, Batched(sentiment_model), confidence=0.95, decide="estimate",
                      min_pass=1.0, expected=lambda e: "positive")
     assert custom.rate == 0.25
     with pytest.raises(ValueError, match="label"):
         run_mft([{"text": "x"}], Batched(sentiment_model), confidence=0.95,
-                gate_on_bound=False, min_pass=0.5)
+                decide="estimate", min_pass=0.5)
 
 
-def test_gate_on_bound() -> None:
+@pytest.mark.parametrize(
+    ("decide", "passes_01", "passes_085", "passes_095"),
+    [
+        # pass-on-evidence: the one-sided upper (lower) bound must clear the limit.
+        ("pass-on-evidence", False, True, False),
+        # fail-on-evidence: fails only where the data show a breach.
+        ("fail-on-evidence", True, True, True),
+        # estimate: the point estimate against the limit.
+        ("estimate", True, True, True),
+    ],
+)
+def test_thresholds_follow_the_policy(decide: str, passes_01: bool, passes_085: bool,
+                                      passes_095: bool) -> None:
     perturbations = [resolve_perturbation("punctuation", kind="invariance")]
     result = run_invariance(examples(INV_SENTENCES), perturbations, Batched(vocabulary_model),
-                            seed=0, confidence=0.95, tolerance=None, gate_on_bound=True,
-                            max_flip_rate=0.1)
-    check = result.thresholds[0]
-    assert check.name == "max_flip_rate (upper bound)"
-    assert check.observed == pytest.approx(wilson_interval(0, 6, 0.95)[1])
-    assert result.rate == 0.0 and not result.passed  # 6 pairs cannot vouch for <= 10%
-    assert "max_flip_rate (upper bound)" in result.message()
+                            seed=0, confidence=0.95, decide=decide, max_flip_rate=0.1)
+    (check,) = result.thresholds
+    assert result.rate == 0.0 and result.pairs == 6 and check.decide == decide
+    assert result.passed is passes_01  # 6 clean pairs cannot vouch for <= 10%
+    if decide == "pass-on-evidence":
+        assert check.bound == pytest.approx(wilson_interval(0, 6, 0.90)[1])  # one-sided 95%
+        assert "upper bound" in result.message() and "Wilson" in check.method
     data = [{"text": "I loved it", "label": "positive"}] * 30
-    mft = run_mft(data, Batched(sentiment_model), confidence=0.95, gate_on_bound=True,
+    mft = run_mft(data, Batched(sentiment_model), confidence=0.95, decide=decide,
                   min_pass=0.85)
-    assert mft.thresholds[0].name == "min_pass (lower bound)"
-    assert mft.thresholds[0].observed == pytest.approx(wilson_interval(30, 30, 0.95)[0])
-    assert mft.passed  # lower bound 0.886 >= 0.85
-    strict = run_mft(data, Batched(sentiment_model), confidence=0.95, gate_on_bound=True,
-                     min_pass=0.9)
-    assert strict.rate == 1.0 and not strict.passed  # 30/30 cannot vouch for >= 90%
+    assert mft.passed is passes_085  # one-sided lower bound 30 / (30 + z^2) = 0.917 >= 0.85
+    strict = run_mft(data, Batched(sentiment_model), confidence=0.95, decide=decide,
+                     min_pass=0.95)
+    assert strict.rate == 1.0 and strict.passed is passes_095  # 0.917 < 0.95
+    assert result.as_dict()["decide"] == decide
+
+
+@pytest.mark.parametrize("decide", ["pass-on-evidence", "fail-on-evidence", "estimate"])
+def test_zero_tolerance_is_exact_under_every_policy(decide: str) -> None:
+    """max_flip_rate=0.0 / max_fail_rate=0.0 / min_pass=1.0: no bound on a finite sample reaches
+    0 (or 1), so these are decided on the pairs at hand: pass iff nothing is bad."""
+    punctuation = [resolve_perturbation("punctuation", kind="invariance")]
+    clean = run_invariance(examples(INV_SENTENCES), punctuation, Batched(vocabulary_model),
+                           seed=0, decide=decide, max_flip_rate=0.0)
+    assert clean.rate == 0.0 and clean.passed
+    assert clean.thresholds[0].bound == 0.0 and "zero tolerance" in str(clean.thresholds[0].method)
+    typos = [resolve_perturbation("typos", kind="invariance")]
+    flipped = run_invariance(examples(INV_SENTENCES), typos, Batched(vocabulary_model), seed=3,
+                             decide=decide, max_flip_rate=0.0)
+    assert flipped.rate > 0 and not flipped.passed
+    data = [{"text": "I loved it", "label": "positive"}] * 3
+    assert run_mft(data, Batched(sentiment_model), decide=decide, min_pass=1.0).passed
+    one_wrong = data + [{"text": "I loved it", "label": "negative"}]
+    assert not run_mft(one_wrong, Batched(sentiment_model), decide=decide, min_pass=1.0).passed
+
+
+def test_several_pairs_of_one_example_are_clustered() -> None:
+    """Two perturbations of each example: the bound is clustered by example (pairs of one
+    example are correlated), and one pair per example gives Wilson's bound."""
+    both = [resolve_perturbation(name, kind="invariance") for name in ("punctuation", "casing")]
+    result = run_invariance(examples(INV_SENTENCES), both, Batched(vocabulary_model), seed=0,
+                            max_flip_rate=0.5)
+    assert result.pairs == 2 * len(INV_SENTENCES)
+    assert "clustered by example" in str(result.thresholds[0].method)
 
 
 def test_message_and_as_dict() -> None:
     typos = resolve_perturbation("typos", kind="invariance")
     result = run_invariance(examples(INV_SENTENCES), [typos], Batched(vocabulary_model), seed=3,
-                            confidence=0.95, tolerance=None, gate_on_bound=False,
+                            confidence=0.95, tolerance=None, decide="estimate",
                             max_flip_rate=0.0)
     message = result.message()
     low, high = result.interval
@@ -607,21 +647,24 @@ def test_message_and_as_dict() -> None:
 
     data = result.as_dict()
     assert set(data) == {"kind", "rate", "interval", "pairs", "unparsed", "failures",
-                         "thresholds"}
+                         "thresholds", "decide"}
     assert data["kind"] == "invariance" and data["rate"] == 1.0 and data["pairs"] == 6
     assert data["interval"] == [low, high] and data["unparsed"] == 0
     assert len(data["failures"]) == 3 and len(result.failures) == 6
     assert set(data["failures"][0]) == {"original", "perturbed", "before", "after"}
     assert data["failures"][0]["original"] == INV_SENTENCES[0]
+    assert data["decide"] == "estimate"
     assert data["thresholds"] == [{"name": "max_flip_rate", "limit": 0.0, "observed": 1.0,
-                                   "passed": False}]
+                                   "bound": 1.0, "decide": "estimate",
+                                   "method": data["thresholds"][0]["method"], "passed": False}]
+    assert "zero tolerance" in data["thresholds"][0]["method"]
     assert json.loads(json.dumps(data)) == data
 
 
 def test_passing_message_has_no_failure_section() -> None:
     punctuation = resolve_perturbation("punctuation", kind="invariance")
     result = run_invariance(examples(INV_SENTENCES), [punctuation], Batched(vocabulary_model),
-                            seed=0, confidence=0.99, tolerance=None, gate_on_bound=False,
+                            seed=0, confidence=0.99, tolerance=None, decide="estimate",
                             max_flip_rate=0.0)
     assert result.message().startswith("flip rate 0.00 [0.00, ")
     assert "99% Wilson" in result.message() and "failed" not in result.message()
@@ -639,11 +682,11 @@ def test_directional_needs_an_expectation_and_question_field_works() -> None:
     negation = resolve_perturbation("negation", kind="directional")
     with pytest.raises(ValueError, match="expect"):
         run_directional(examples(DIR_SENTENCES), [negation], Batched(sentiment_model),
-                        expect=None, seed=0, confidence=0.95, gate_on_bound=False,
+                        expect=None, seed=0, confidence=0.95, decide="estimate",
                         max_fail_rate=0.0)
     questions = [{"question": text} for text in DIR_SENTENCES]
     result = run_directional(questions, [negation], Batched(sentiment_model), expect="flip",
-                             seed=0, confidence=0.95, gate_on_bound=False, max_fail_rate=0.0)
+                             seed=0, confidence=0.95, decide="estimate", max_fail_rate=0.0)
     assert result.pairs == 5 and result.rate == 0.0
 
 
@@ -651,4 +694,4 @@ def test_predict_length_mismatch_is_an_error() -> None:
     casing = resolve_perturbation("casing", kind="invariance")
     with pytest.raises(ValueError, match="predictions"):
         run_invariance(examples(INV_SENTENCES), [casing], lambda batch: [], seed=0,
-                       confidence=0.95, tolerance=None, gate_on_bound=False, max_flip_rate=0.0)
+                       confidence=0.95, tolerance=None, decide="estimate", max_flip_rate=0.0)

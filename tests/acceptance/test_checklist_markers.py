@@ -66,7 +66,7 @@ def test_negation_flips(reliable):
     reliable.directional(DATA, TASK)
 
 
-@pytest.mark.mft(min_pass=0.8)
+@pytest.mark.mft(min_pass=0.6)
 def test_mft(reliable):
     reliable.mft(DATA, TASK)
 '''
@@ -89,4 +89,117 @@ def test_checklist_verdicts(pytester: pytest.Pytester) -> None:
     assert tests["test_negation_flips"]["kind"] == "directional"
     assert tests["test_negation_flips"]["rate"] == 0.0 and tests["test_negation_flips"]["pairs"] >= 6
     assert tests["test_mft"]["rate"] == 1.0 and tests["test_mft"]["pairs"] == 6
+    # Decided on evidence (the default policy): 6 of 6 right shows a pass rate >= 0.6 at 95%.
+    mft = tests["test_mft"]
+    assert mft["decide"] == "pass-on-evidence"
+    (check,) = mft["thresholds"]
+    assert check["name"] == "min_pass" and check["decide"] == "pass-on-evidence"
+    assert 0.6 <= check["bound"] < 0.7 and check["passed"] and "Wilson" in check["method"]
+    # max_flip_rate=0.0 is zero tolerance: decided exactly (no flip), not on a bound.
+    (zero,) = tests["test_punctuation"]["thresholds"]
+    assert zero["passed"] and zero["bound"] == 0.0 and "zero tolerance" in zero["method"]
     result.stdout.fnmatch_lines(["*flip rate*", "*reliable summary*"])
+
+
+POLICY_TESTS = '''
+import pytest
+from pytest_reliable import Classification, Dataset
+
+TASK = Classification(labels=["positive", "negative"], template="Review: {text}\\nSentiment:")
+DATA = Dataset.from_records([
+    {"text": "The food was great", "label": "positive"},
+    {"text": "The staff was friendly", "label": "positive"},
+    {"text": "The room was clean", "label": "positive"},
+    {"text": "The movie was good", "label": "positive"},
+    {"text": "The service was slow", "label": "positive"},
+    {"text": "The phone was cheap", "label": "positive"},
+])
+
+
+@pytest.mark.mft(min_pass=0.8)
+def test_mft_default(reliable):
+    reliable.mft(DATA, TASK)
+
+
+@pytest.mark.mft(min_pass=0.8, decide="fail-on-evidence")
+def test_mft_fail_on_evidence(reliable):
+    reliable.mft(DATA, TASK)
+
+
+@pytest.mark.mft(min_pass=0.8, decide="estimate")
+def test_mft_estimate(reliable):
+    reliable.mft(DATA, TASK)
+
+
+@pytest.mark.invariance(perturb=["punctuation", "casing"], max_flip_rate=0.5)
+def test_two_pairs_per_example(reliable):
+    reliable.invariance(DATA, TASK)
+'''
+
+
+@pytest.mark.parametrize(
+    ("option", "outcomes", "default_policy"),
+    [
+        ((), {"passed": 3, "failed": 1}, "pass-on-evidence"),
+        (("--reliable-decide=estimate",), {"passed": 4}, "estimate"),
+    ],
+)
+def test_checklist_thresholds_follow_the_policy(
+    pytester: pytest.Pytester, option: tuple[str, ...], outcomes: dict[str, int],
+    default_policy: str,
+) -> None:
+    """6 of 6 right and min_pass=0.8: the one-sided 95% Wilson lower bound (0.69) does not show
+    0.8, so pass-on-evidence fails; nothing shows a breach, so fail-on-evidence passes; the
+    estimate (1.0) passes. The marker's decide= wins over --reliable-decide."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_policies=POLICY_TESTS)
+    result, report = run_json(pytester, *option)
+    result.assert_outcomes(**outcomes)
+    tests = by_test(report)
+    default = tests["test_mft_default"]
+    assert default["decide"] == default_policy
+    assert default["verdict"] == ("failed" if default_policy == "pass-on-evidence" else "passed")
+    (check,) = default["thresholds"]
+    if default_policy == "pass-on-evidence":
+        assert check["bound"] == pytest.approx(6 / (6 + 1.6448536**2))
+        line = ("*min_pass: observed 1.0000, required >= 0.8; lower bound 0.6892 at 95% "
+                "(pass-on-evidence*")
+        result.stdout.fnmatch_lines([line])
+    else:
+        assert check["bound"] == 1.0 and "no error control" in check["method"]
+    (fail_check,) = tests["test_mft_fail_on_evidence"]["thresholds"]
+    assert fail_check["decide"] == "fail-on-evidence" and fail_check["passed"]
+    assert fail_check["bound"] == pytest.approx(1.0) and "Holm over 1 claims" in fail_check["method"]
+    assert tests["test_mft_estimate"]["thresholds"][0]["decide"] == "estimate"
+    # Two perturbations of each example: the pairs of one example are clustered.
+    two = tests["test_two_pairs_per_example"]
+    assert two["pairs"] == 12 and two["rate"] == 0.0
+    assert "clustered by example" in two["thresholds"][0]["method"] or default_policy == "estimate"
+
+
+@pytest.mark.parametrize(
+    ("marker", "expected"),
+    [
+        ("mft(min_pass=0.5, decide='on-evidence')",
+         ["*test_bad*decide='on-evidence'*allowed: 'pass-on-evidence'*"]),
+        ("invariance(perturb=['typos'], gate_on_bound=True)",
+         ["*test_bad*gate_on_bound=True*allowed arguments*decide*"]),
+    ],
+)
+def test_bad_checklist_policy_is_a_usage_error(
+    pytester: pytest.Pytester, marker: str, expected: list[str]
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_bad=f"""
+import pytest
+from pytest_reliable import Classification, Dataset
+
+@pytest.mark.{marker}
+def test_bad(reliable):
+    reliable.mft(Dataset.from_records([{{"text": "x", "label": "positive"}}]),
+                 Classification(labels=["positive", "negative"]))
+""")
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(expected)
+    assert "Traceback" not in result.stderr.str()
