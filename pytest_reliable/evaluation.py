@@ -19,6 +19,7 @@ from pytest_reliable.runner import CallResult, Runner, number_samples
 from pytest_reliable.sampling import Cell as PlanCell
 from pytest_reliable.sampling import make_plan
 from pytest_reliable.space import Space, Variant
+from pytest_reliable.tasks import Task
 
 CANONICAL = -1
 """The resampling index of the canonical pass's cells."""
@@ -86,7 +87,7 @@ class ScoreMatrix:
 
     def resampling_scores(self) -> np.ndarray:
         """One score per resampling (the mean over instances): what moments, ranges and n* use."""
-        return self.scores.mean(axis=1)
+        return np.asarray(self.scores.mean(axis=1), dtype=np.float64)
 
     def resampling_cells(self) -> list[CellResult]:
         return [c for c in self.cells if c.resampling != CANONICAL]
@@ -109,7 +110,7 @@ class ScoreMatrix:
 
 def evaluate(
     dataset: Sequence[dict[str, Any]],
-    task: Any,
+    task: Task,
     space: Space,
     settings: EvaluationSettings,
     runner: Runner,
@@ -124,7 +125,7 @@ def evaluate(
 
 
 def plan_cells(
-    dataset: Sequence[dict[str, Any]], task: Any, space: Space, settings: EvaluationSettings
+    dataset: Sequence[dict[str, Any]], task: Task, space: Space, settings: EvaluationSettings
 ) -> list[CellResult]:
     """Every prompt of the evaluation, in plan order: resamplings r-major, then the canonical pass."""
     plan = make_plan(
@@ -148,7 +149,7 @@ def plan_cells(
 
 def _cell(
     space: Space,
-    task: Any,
+    task: Task,
     dataset: Sequence[dict[str, Any]],
     planned: PlanCell,
     r: int,
@@ -166,7 +167,7 @@ def _cell(
 
 def grade_cells(
     dataset: Sequence[dict[str, Any]],
-    task: Any,
+    task: Task,
     cells: list[CellResult],
     results: Sequence[CallResult],
     settings: EvaluationSettings,
@@ -227,7 +228,7 @@ class StagedEvaluation:
     def __init__(
         self,
         dataset: Sequence[dict[str, Any]],
-        task: Any,
+        task: Task,
         space: Space,
         settings: EvaluationSettings,
         runner: Runner,

@@ -35,12 +35,17 @@ import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scipy import stats as scipy_stats
 
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.stats import wilson_interval
+
+if TYPE_CHECKING:
+    from pytest_reliable.markerspec import ChecklistSpec, ReliableSpec
+    from pytest_reliable.session import ReliableSession
+    from pytest_reliable.tasks import Task
 
 POWER = 0.8
 """The probability the resolvable values are quoted at."""
@@ -392,7 +397,8 @@ def plan_design(spec: Any, space: Any, instances: int, resamplings: int, n_optio
     return design, grouping
 
 
-def plan_reliable(session: Any, nodeid: str, data: Any, task: Any, spec: Any,
+def plan_reliable(session: ReliableSession, nodeid: str, data: Any, task: Task,
+                  spec: ReliableSpec,
                   user_model: Any = None) -> TestPlan:
     """The plan of one ``reliable.evaluate(data, task)`` under ``spec``: no model is called."""
     from pytest_reliable.sampling import dataset_option_count
@@ -469,10 +475,11 @@ def stored_n_star(session: Any, nodeid: str, dataset: Any, spec: Any, space: Any
     except (TypeError, ValueError, OSError, ReliableError):
         # A key shape or a model this plan cannot build: treat it as not stored.
         return None
-    return None if stored is None else int(stored["n_star"])
+    return None if stored is None else stored.n_star
 
 
-def plan_checklist(session: Any, nodeid: str, data: Any, task: Any, spec: Any) -> TestPlan:
+def plan_checklist(session: ReliableSession, nodeid: str, data: Any, task: Task,
+                   spec: ChecklistSpec) -> TestPlan:
     """A CheckList test's calls: its examples and their perturbed copies (at most)."""
     dataset = session.dataset(data)
     task.validate(dataset)

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pytest
 
@@ -35,7 +35,12 @@ from pytest_reliable.markerspec import (
 )
 
 if TYPE_CHECKING:
+    from pytest_reliable.report.entries import Entry, ErrorEntry
+    from pytest_reliable.report.model import ChecklistReport, ReliableReport
     from pytest_reliable.session import Settings
+    from pytest_reliable.tasks import Task
+
+    _Report = TypeVar("_Report", ReliableReport, ChecklistReport)
 
 # Decorator aliases: ``from pytest_reliable import reliable`` then ``@reliable(...)``.
 reliable = pytest.mark.reliable
@@ -95,9 +100,9 @@ LOCK_ERROR = "--reliable-lock: "
 USAGE_ERRORS = (MARKER_ERROR, LOCK_ERROR)
 """Headings of the collect errors a worker sends for what is a usage error on the controller."""
 SEED_CACHE_KEY = "reliable/seed"
-RESULTS_KEY = pytest.StashKey[list]()
-SPECS_KEY = pytest.StashKey[dict]()
-ERRORS_KEY = pytest.StashKey[list]()
+RESULTS_KEY = pytest.StashKey["list[ReliableReport | ChecklistReport]"]()
+SPECS_KEY = pytest.StashKey["dict[str, ReliableSpec | ChecklistSpec]"]()
+ERRORS_KEY = pytest.StashKey["list[ErrorEntry]"]()
 
 
 # -- options --------------------------------------------------------------------------------
@@ -424,7 +429,7 @@ class ReliableState:
             self.session.check_cache()
         except ReliableError as error:
             raise pytest.UsageError(f"--reliable-cache: {error}") from None
-        self.entries: dict[str, list[dict[str, Any]]] = {}
+        self.entries: dict[str, list[Entry]] = {}
         self.marker_errors = False
         self.baseline_usage_errors = False
         check_baseline_options_or_usage_error(self.session)
@@ -497,7 +502,7 @@ class ReliableState:
         self.config.hook.pytest_reliable_table_columns(columns=columns)
         return [column if isinstance(column, Column) else Column(*column) for column in columns]
 
-    def finish_entry(self, entry: dict[str, Any]) -> dict[str, Any]:
+    def finish_entry(self, entry: Entry) -> Entry:
         """Where a test's entry is made (a worker under xdist): model text cut unless
         --reliable-full-text, then the pytest_reliable_report_entry hook."""
         from pytest_reliable.report.format import cut_strings
@@ -696,7 +701,7 @@ def check_lock_or_usage_error(lock_path: Path, spaces: dict[str, Any]) -> None:
 
 def _state(config: pytest.Config) -> ReliableState:
     state = config.pluginmanager.get_plugin(STATE_NAME)
-    assert state is not None, "pytest-reliable's state is missing"
+    assert isinstance(state, ReliableState), "pytest-reliable's state is missing"
     return state
 
 
@@ -766,7 +771,9 @@ class PlanHooks:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
             return
-        self.plans += [value for name, value in report.user_properties if name == PLAN_PROPERTY]
+        # user_properties hold objects; ours under PLAN_PROPERTY are TestPlan.as_dict() dicts.
+        self.plans += [cast("dict[str, Any]", value)
+                       for name, value in report.user_properties if name == PLAN_PROPERTY]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(terminalreporter.config, "workerinput"):
@@ -966,7 +973,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     if report.when == "call" or (report.when == "setup" and report.failed):
         from pytest_reliable.report import junit_properties
 
-        entries = [*item.stash.get(ERRORS_KEY, [])]
+        entries: list[Entry] = [*item.stash.get(ERRORS_KEY, [])]
         for result in item.stash.get(RESULTS_KEY, []):
             verdict = "error" if result.problems else ("passed" if report.passed else "failed")
             entries.append(result.entry(verdict))
@@ -987,7 +994,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     return report
 
 
-def all_entries(state: ReliableState) -> list[dict[str, Any]]:
+def all_entries(state: ReliableState) -> list[Entry]:
     return [entry for nodeid in sorted(state.entries) for entry in state.entries[nodeid]]
 
 
@@ -1033,7 +1040,7 @@ class ReliableFixture:
         self._baseline = baseline
         item.stash.setdefault(RESULTS_KEY, [])
 
-    def _spec(self, kind: str, overrides: dict[str, Any]) -> Any:
+    def _spec(self, kind: str, overrides: dict[str, Any]) -> ReliableSpec | ChecklistSpec:
         """The marker's arguments (validated at collection), with ``overrides`` on top."""
         specs = self._item.stash.get(SPECS_KEY, {})
         if not overrides and kind in specs:
@@ -1050,7 +1057,7 @@ class ReliableFixture:
         except MarkerArgumentError as error:
             pytest.fail(f"{self._item.nodeid}: {error}", pytrace=False)
 
-    def _run(self, kind: str, work: Callable[[], Any]) -> Any:
+    def _run(self, kind: str, work: Callable[[], _Report]) -> _Report:
         from pytest_reliable.baseline import BaselineUsageError
         from pytest_reliable.errors import ReliableError
 
@@ -1058,10 +1065,11 @@ class ReliableFixture:
             result = work()
         except ReliableError as error:
             usage = isinstance(error, BaselineUsageError)
-            self._item.stash.setdefault(ERRORS_KEY, []).append(
-                {"nodeid": self._item.nodeid, "kind": kind, "verdict": "error",
-                 "message": str(error), **({"usage_error": True} if usage else {})}
-            )
+            entry: ErrorEntry = {"nodeid": self._item.nodeid, "kind": kind, "verdict": "error",
+                                 "message": str(error)}
+            if usage:
+                entry["usage_error"] = True
+            self._item.stash.setdefault(ERRORS_KEY, []).append(entry)
             if usage:  # a misconfigured comparison: stop before other tests spend calls
                 self._item.session.shouldstop = f"pytest-reliable: {error}"
             pytest.fail(f"{self._item.nodeid}: {error}", pytrace=False)
@@ -1079,9 +1087,10 @@ class ReliableFixture:
         self._item.user_properties.append((PLAN_PROPERTY, plan.as_dict()))
         pytest.skip(f"planned (--reliable-plan): {plan.calls} model calls, none made")
 
-    def evaluate(self, dataset: Any, task: Any, **overrides: Any) -> Any:
+    def evaluate(self, dataset: Any, task: Task, **overrides: Any) -> ReliableReport:
         """Run the marker's resamplings plus the canonical pass; returns the report object."""
-        spec: ReliableSpec = self._spec("reliable", overrides)
+        spec = self._spec("reliable", overrides)
+        assert isinstance(spec, ReliableSpec)
         if self._state.planning:
             from pytest_reliable.plan_report import plan_reliable
 
@@ -1090,7 +1099,7 @@ class ReliableFixture:
         return self._run("reliable", lambda: self._state.session.run_reliable(
             self._item.nodeid, dataset, task, spec, self._model, self._baseline))
 
-    async def aevaluate(self, dataset: Any, task: Any, **overrides: Any) -> Any:
+    async def aevaluate(self, dataset: Any, task: Task, **overrides: Any) -> ReliableReport:
         """`evaluate` for an async test: the model calls run on the test's own event loop (so a
         model built on it works), the rest in a worker thread, and the loop stays free."""
         from pytest_reliable.models.base import to_daemon_thread
@@ -1100,8 +1109,11 @@ class ReliableFixture:
             return await to_daemon_thread(functools.partial(self.evaluate, **overrides),
                                           dataset, task)
 
-    def _checklist(self, kind: str, dataset: Any, task: Any, overrides: dict[str, Any]) -> Any:
-        spec: ChecklistSpec = self._spec(kind, overrides)
+    def _checklist(
+        self, kind: str, dataset: Any, task: Task, overrides: dict[str, Any]
+    ) -> ChecklistReport:
+        spec = self._spec(kind, overrides)
+        assert isinstance(spec, ChecklistSpec)
         if self._state.planning:
             from pytest_reliable.plan_report import plan_checklist
 
@@ -1110,11 +1122,11 @@ class ReliableFixture:
         return self._run(kind, lambda: self._state.session.run_checklist(
             self._item.nodeid, dataset, task, spec, self._model))
 
-    def invariance(self, dataset: Any, task: Any, **overrides: Any) -> Any:
+    def invariance(self, dataset: Any, task: Task, **overrides: Any) -> ChecklistReport:
         return self._checklist("invariance", dataset, task, overrides)
 
-    def directional(self, dataset: Any, task: Any, **overrides: Any) -> Any:
+    def directional(self, dataset: Any, task: Task, **overrides: Any) -> ChecklistReport:
         return self._checklist("directional", dataset, task, overrides)
 
-    def mft(self, dataset: Any, task: Any, **overrides: Any) -> Any:
+    def mft(self, dataset: Any, task: Task, **overrides: Any) -> ChecklistReport:
         return self._checklist("mft", dataset, task, overrides)

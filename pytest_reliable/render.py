@@ -31,11 +31,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.sampling import restrict_order
 from pytest_reliable.space import Space, Variant, enumerator_labels
+
+if TYPE_CHECKING:
+    from pytest_reliable.tasks import Task
 
 
 @dataclass(frozen=True)
@@ -142,12 +145,12 @@ def render(
     space: Space,
     variant: Variant,
     example: Mapping[str, Any],
-    task: Any,
+    task: Task,
     demos: Sequence[Mapping[str, Any]] = (),
 ) -> Prompt:
     """Render ``example`` (and its few-shot ``demos``) in ``variant``'s format for ``task``."""
     if space.is_plain:
-        own = task.render_plain(example) if hasattr(task, "render_plain") else None
+        own = task.render_plain(example)
         if own is not None:
             options = task.options(example)
             gold = task.gold_index(example)

@@ -50,6 +50,7 @@ from pytest_reliable.sampling import derive_seed
 from pytest_reliable.space import Space
 from pytest_reliable.stopping import run_until_settled
 from pytest_reliable.summary import RangeSummary, check_scores, summarize
+from pytest_reliable.tasks import Task
 
 log = logging.getLogger("pytest_reliable.session")
 
@@ -245,7 +246,7 @@ class ReliableSession:
 
     # -- reliable tests --------------------------------------------------------------------
     def run_reliable(
-        self, nodeid: str, data: Any, task: Any, spec: ReliableSpec, user_model: Any = None,
+        self, nodeid: str, data: Any, task: Task, spec: ReliableSpec, user_model: Any = None,
         user_baseline: Any = None,
     ) -> ReliableReport:
         dataset = self.dataset(data)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,10 @@ from pytest_reliable.evaluation import CANONICAL, CellResult, ScoreMatrix
 from pytest_reliable.sampling import n_listed_units
 from pytest_reliable.space import PERMUTE_LISTED_MAX, Space
 
+if TYPE_CHECKING:  # the JSON entry's shape; types only, so the core does not load the writers
+    from pytest_reliable.report.entries import GroupEntry, RangeEntry, SummaryFields
+    from pytest_reliable.tasks import Task
+
 NOISE_PERMUTATIONS = 200
 """Seeded within-instance label permutations behind every ``noise_floor``."""
 
@@ -41,7 +45,7 @@ class ScoreRangeError(ReliableError):
     """A grader returned a score outside [0, 1] (or not a number)."""
 
 
-def check_scores(matrix: ScoreMatrix, task: Any, dataset: Sequence[Any] | None = None) -> None:
+def check_scores(matrix: ScoreMatrix, task: Task, dataset: Sequence[Any] | None = None) -> None:
     """Raise `ScoreRangeError` naming the task, the instance and the value of the first cell
     whose score is not a number in [0, 1]."""
     for cell in matrix.cells:
@@ -86,7 +90,7 @@ class Group:
             return self.estimate
         return float(np.mean(self.scores)) if self.scores else float("nan")
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> GroupEntry:
         return {
             "score": self.score,
             "cells": self.cells,
@@ -127,7 +131,7 @@ class RangeSummary:
         """The largest range within one labelling (one dimension, or the formats)."""
         return self.spread_value
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> RangeEntry:
         return {
             "min": self.minimum,
             "median": self.median,
@@ -373,7 +377,7 @@ class Summary:
     pass_at_k_bound: stats.ProportionBound | None = None
     pass_hat_k_bound: stats.ProportionBound | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def fields(self) -> SummaryFields:
         """The report fields of SPEC section 8 that come from the score matrix."""
         return {
             "n_resamplings": self.n_resamplings,

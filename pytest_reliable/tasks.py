@@ -25,9 +25,13 @@ import re
 import string
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_reliable.errors import DatasetError
+
+if TYPE_CHECKING:
+    from pytest_reliable.data import Dataset
+    from pytest_reliable.render import Prompt
 
 Example = Mapping[str, Any]
 
@@ -47,6 +51,46 @@ class Grade:
     score: float
     parsed: bool
     prediction: Any
+
+
+class Task(Protocol):
+    """What the plugin needs from a task: the built-in `MultipleChoice`, `Classification` and
+    `Generation` satisfy it, and so can your own class (no base class needed).
+
+    A task with options (``options`` returns a list) is graded on the option the answer picks;
+    one without (``options`` returns None) shows demos with ``demo_answer``.
+    """
+
+    default_instruction: str
+    """The instruction a variant without its own ``instruction`` shows."""
+
+    def validate(self, dataset: Dataset) -> None:
+        """Raise `pytest_reliable.errors.DatasetError` naming the first bad record and the fix."""
+        ...
+
+    def prompt_text(self, example: Example) -> str:
+        """The record's question or text, as the prompt shows it."""
+        ...
+
+    def options(self, example: Example) -> list[str] | None:
+        """The record's options in their original order; None for free-form answers."""
+        ...
+
+    def gold_index(self, example: Example) -> int | None:
+        """The correct option's original index; None for free-form answers."""
+        ...
+
+    def demo_answer(self, example: Example) -> str:
+        """A few-shot demo's answer text (used when ``options`` is None)."""
+        ...
+
+    def render_plain(self, example: Example) -> str | None:
+        """The whole user message for `Space.plain()` prompts, or None for the default layout."""
+        ...
+
+    def grade(self, text: str, example: Example, prompt: Prompt | None = None) -> Grade:
+        """Score one answer; never raise on a bad answer (unparsed: ``Grade(0.0, False, None)``)."""
+        ...
 
 
 def _clean(text: str) -> str:
@@ -247,6 +291,14 @@ class _OptionTask:
 
     def render_plain(self, example: Example) -> str | None:
         return None
+
+    def demo_answer(self, example: Example) -> str:
+        """The correct option's text (render.py shows a demo's answer as its wrapped label)."""
+        gold = self.gold_index(example)
+        options = self.options(example)
+        if gold is None or options is None:
+            raise DatasetError(f"{self!r}: no correct option to show for a demo")
+        return options[gold]
 
     def _choice(self, text: str, example: Example, prompt: Any) -> int | None:
         options = self.options(example) or []

@@ -116,3 +116,26 @@ def test_a_plan_survives_the_trip_through_plain_data() -> None:
     lines = plan_report.format_plans([plan])
     assert any("passes (estimate, no error control)" in line for line in lines)
     assert lines[-1].startswith("method: ")
+
+
+def test_plan_uses_a_stored_n_star(tmp_path) -> None:
+    # Under --reliable-n auto a stored n* sizes the plan (it used to index the entry as a dict).
+    from pytest_reliable import Dataset, MultipleChoice, text_model
+    from pytest_reliable.markerspec import ReliableSpec
+    from pytest_reliable.nstar_store import NStarEntry, NStarKey, NStarStore
+    from pytest_reliable.session import ReliableSession, Settings
+    from pytest_reliable.space import Space
+
+    space = Space.from_mapping("wrappers", {"wrapper": ["({})", "[{}]"]})
+    session = ReliableSession(Settings(rootdir=tmp_path, no_cache=True, n="auto"),
+                              {"wrappers": space})
+    data = Dataset.from_records([{"question": f"Q{i}?", "choices": ["a", "b"], "answer": 0}
+                                 for i in range(20)])
+    spec = ReliableSpec(space="wrappers")
+    model = text_model(lambda prompt: "A", id="stored-model")
+    key = NStarKey(nodeid="t.py::t", space_hash=space.hash, dataset_hash=data.hash,
+                   reference_model="stored-model", mode=spec.mode, eps=spec.eps,
+                   delta=spec.delta, seed=0, pilot_n=session.settings.pilot_n)
+    NStarStore(session.settings.store_dir).put(key, NStarEntry(7, True, 0.01))
+    plan = plan_report.plan_reliable(session, "t.py::t", data, MultipleChoice(), spec, model)
+    assert plan.calls == 20 * (7 + 1)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 MISSING = "-"
@@ -15,7 +15,7 @@ def num(value: Any, digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
-def get(entry: dict[str, Any], *path: str) -> Any:
+def get(entry: Mapping[str, Any], *path: str) -> Any:
     value: Any = entry
     for key in path:
         if not isinstance(value, dict):
@@ -56,7 +56,7 @@ def interval_cell(score: Any, low: Any, high: Any) -> str:
     return f"{num(score)} [{num(low)}, {num(high)}]"
 
 
-def n_star_cell(entry: dict[str, Any]) -> str:
+def n_star_cell(entry: Mapping[str, Any]) -> str:
     n_star = entry.get("n_star")
     if n_star is None:
         return MISSING
@@ -68,21 +68,21 @@ class Column(NamedTuple):
     ``keep``: stays at any terminal width (the others are dropped, last first, to fit)."""
 
     header: str
-    cell: Callable[[dict[str, Any]], str]
+    cell: Callable[[Mapping[str, Any]], str]
     keep: bool = False
 
 
-def _mean_cell(entry: dict[str, Any]) -> str:
+def _mean_cell(entry: Mapping[str, Any]) -> str:
     mean, std = entry.get("mean"), entry.get("std")
     return MISSING if mean is None else f"{num(mean)}±{num(std)}"
 
 
-def _passes_cell(entry: dict[str, Any]) -> str:
+def _passes_cell(entry: Mapping[str, Any]) -> str:
     passes = "/".join(num(entry.get(key)) for key in ("pass_at_1", "pass_at_k", "pass_hat_k"))
     return f"{passes} (k={entry.get('k') or 1})"
 
 
-def _calls_cell(entry: dict[str, Any]) -> str:
+def _calls_cell(entry: Mapping[str, Any]) -> str:
     calls = entry.get("calls") or {}
     return f"{calls.get('made', 0)}/{calls.get('cached', 0)}"
 
@@ -90,7 +90,7 @@ def _calls_cell(entry: dict[str, Any]) -> str:
 BASELINE_COLUMN = "cand-base [CI]"
 
 
-def baseline_cell(entry: dict[str, Any]) -> str:
+def baseline_cell(entry: Mapping[str, Any]) -> str:
     """Candidate - baseline with its interval (SPEC section 9)."""
     difference = get(entry, "baseline", "difference")
     if not isinstance(difference, dict) or difference.get("estimate") is None:
@@ -100,7 +100,7 @@ def baseline_cell(entry: dict[str, Any]) -> str:
 
 
 
-def _canonical_cell(entry: dict[str, Any], level_shown: bool = False) -> str:
+def _canonical_cell(entry: Mapping[str, Any], level_shown: bool = False) -> str:
     cell = interval_cell(get(entry, "canonical", "score"), get(entry, "canonical", "wilson_low"),
                          get(entry, "canonical", "wilson_high"))
     if level_shown and isinstance(entry.get("confidence"), float) and cell != MISSING:
@@ -112,7 +112,7 @@ def _percent(level: float) -> str:
     return f"{100 * level:.4g}%"
 
 
-def reliable_columns(entries: list[dict[str, Any]],
+def reliable_columns(entries: Sequence[Mapping[str, Any]],
                      columns: list[Column] | None = None) -> list[Column]:
     """``columns`` (default RELIABLE_COLUMNS) with the canonical interval's level in its header:
     the tests' confidence when they share one, else "CI" and each cell names its own level."""
@@ -130,7 +130,7 @@ def reliable_columns(entries: list[dict[str, Any]],
     return chosen
 
 
-def _text_cell(key: str) -> Callable[[dict[str, Any]], str]:
+def _text_cell(key: str) -> Callable[[Mapping[str, Any]], str]:
     return lambda entry: MISSING if entry.get(key) is None else str(entry.get(key))
 
 
@@ -162,7 +162,7 @@ CHECKLIST_COLUMNS: list[Column] = [
 ]
 
 
-def row(entry: dict[str, Any], name: str, columns: list[Column]) -> list[str]:
+def row(entry: Mapping[str, Any], name: str, columns: list[Column]) -> list[str]:
     return [name, *(str(column.cell(entry)) for column in columns)]
 
 
@@ -170,14 +170,14 @@ def header(columns: list[Column]) -> list[str]:
     return ["test", *(column.header for column in columns)]
 
 
-def checklist_row(entry: dict[str, Any], name: str) -> list[str]:
+def checklist_row(entry: Mapping[str, Any], name: str) -> list[str]:
     return row(entry, name, CHECKLIST_COLUMNS)
 
 
 CHECKLIST_HEADER = header(CHECKLIST_COLUMNS)
 
 
-def not_reliable_notes(entries: list[dict[str, Any]], names: dict[str, str]) -> list[str]:
+def not_reliable_notes(entries: Sequence[Mapping[str, Any]], names: dict[str, str]) -> list[str]:
     notes = []
     for entry in entries:
         if entry.get("kind") == "reliable" and entry.get("n_star_reliable") is False:
@@ -199,7 +199,7 @@ def not_reliable_notes(entries: list[dict[str, Any]], names: dict[str, str]) -> 
     return notes
 
 
-def reliable_notes(entries: list[dict[str, Any]], names: dict[str, str]) -> list[str]:
+def reliable_notes(entries: Sequence[Mapping[str, Any]], names: dict[str, str]) -> list[str]:
     """Notes under the table: n* not reliable, then each test's own notes (k at temperature 0,
     decide='estimate', ...)."""
     notes = not_reliable_notes(entries, names)

@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_reliable import __version__
 from pytest_reliable.files import write_atomic
 from pytest_reliable.report.model import json_safe
 
+if TYPE_CHECKING:
+    from pytest_reliable.report.entries import Entry
+
 SCHEMA_VERSION = 1
 
 
 def build_report(
-    entries: list[dict[str, Any]], *, seed: int, model: str | None, space_hash: str | None
+    entries: Sequence[Entry], *, seed: int, model: str | None, space_hash: str | None
 ) -> dict[str, Any]:
     """Tests sorted by nodeid, so the report is the same whatever order xdist ran them in."""
     tests = sorted(entries, key=lambda e: (str(e.get("nodeid")), str(e.get("kind"))))
     if model is None:
-        models = {e.get("model") for e in tests if e.get("model")}
+        models = {str(name) for e in tests if (name := e.get("model"))}
         model = models.pop() if len(models) == 1 else ("mixed" if models else None)
     # Entries are JSON-safe already (`report.model`); `write_report` is where it is enforced.
     return {

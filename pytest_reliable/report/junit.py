@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_reliable.report.format import get
+
+if TYPE_CHECKING:
+    from pytest_reliable.report.entries import Entry
 
 
 def _value(value: Any) -> str:
@@ -13,7 +16,7 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def junit_properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
+def junit_properties(entry: Entry) -> list[tuple[str, str]]:
     if entry.get("kind") == "reliable":
         fields = {
             "mean": entry.get("mean"),
@@ -35,7 +38,7 @@ def junit_properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
             "baseline_mcnemar_p": get(entry, "baseline", "mcnemar_p"),
         }
     else:
-        interval = entry.get("interval") or [None, None]
+        interval = get(entry, "interval") or [None, None]
         fields = {"rate": entry.get("rate"), "interval_low": interval[0],
                   "interval_high": interval[1], "pairs": entry.get("pairs")}
     fields.update({"verdict": entry.get("verdict"), "space_hash": entry.get("space_hash")})

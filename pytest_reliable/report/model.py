@@ -9,14 +9,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pytest_reliable.baseline import BaselineComparison, per_instance
 from pytest_reliable.evaluation import ScoreMatrix
 from pytest_reliable.gate import ThresholdCheck
+from pytest_reliable.report.entries import (
+    CallsEntry,
+    CanonicalEntry,
+    ChecklistEntry,
+    RangeEntry,
+    ReliableEntry,
+    SummaryFields,
+)
 from pytest_reliable.report.format import LINE_LIMIT, cut_text
 from pytest_reliable.space import Space
 from pytest_reliable.summary import Summary
+
+if TYPE_CHECKING:
+    from pytest_reliable.checklist import ChecklistResult, Failure
 
 PROMPT_SHOWN_CHARS = 1500
 RANGE_THRESHOLDS = ("min_worst", "max_spread", "min_median")
@@ -69,17 +80,79 @@ class ReliableReport:
     dataset_hash: str | None = None
     baseline: BaselineComparison | None = None
     """Candidate - baseline (SPEC section 9) when the test compares against a baseline."""
-    fields: dict[str, Any] = field(init=False)
+    fields: SummaryFields = field(init=False)
 
     def __post_init__(self) -> None:
         self.fields = self.summary.fields()
 
-    def __getattr__(self, name: str) -> Any:
-        # report.mean, report.canonical["score"], report.formats["min"], ... as in the JSON.
-        fields = self.__dict__.get("fields")
-        if fields is not None and name in fields:
-            return fields[name]
-        raise AttributeError(name)
+    # report.mean, report.canonical["score"], report.formats["min"], ...: the JSON entry's
+    # statistics (SPEC section 8), typed so that a misspelt name is a type error.
+    @property
+    def n_resamplings(self) -> int:
+        return self.fields["n_resamplings"]
+
+    @property
+    def mean(self) -> float:
+        return self.fields["mean"]
+
+    @property
+    def std(self) -> float:
+        return self.fields["std"]
+
+    @property
+    def canonical(self) -> CanonicalEntry:
+        return self.fields["canonical"]
+
+    @property
+    def formats(self) -> RangeEntry:
+        return self.fields["formats"]
+
+    @property
+    def orders(self) -> RangeEntry:
+        return self.fields["orders"]
+
+    @property
+    def dimensions(self) -> dict[str, dict[str, float]]:
+        return self.fields["dimensions"]
+
+    @property
+    def pass_at_1(self) -> float:
+        return self.fields["pass_at_1"]
+
+    @property
+    def pass_at_k(self) -> float:
+        return self.fields["pass_at_k"]
+
+    @property
+    def pass_hat_k(self) -> float:
+        return self.fields["pass_hat_k"]
+
+    @property
+    def k(self) -> int:
+        return self.fields["k"]
+
+    @property
+    def n_star(self) -> int | None:
+        return self.fields["n_star"]
+
+    @property
+    def n_star_reliable(self) -> bool | None:
+        return self.fields["n_star_reliable"]
+
+    @property
+    def achievable_eps(self) -> float | None:
+        return self.fields["achievable_eps"]
+
+    @property
+    def unparsed(self) -> int:
+        return self.fields["unparsed"]
+
+    @property
+    def calls(self) -> CallsEntry:
+        """``{"made", "cached"}`` (and prompt token counts when known), as in the JSON."""
+        calls: CallsEntry = {"made": self.calls_made, "cached": self.calls_cached}
+        calls.update(cast(CallsEntry, self.prompt_tokens))
+        return calls
 
     @property
     def passed(self) -> bool:
@@ -148,7 +221,7 @@ class ReliableReport:
             notes.append("decide='estimate': thresholds compare point estimates, no error control")
         return notes
 
-    def entry(self, verdict: str) -> dict[str, Any]:
+    def entry(self, verdict: str) -> ReliableEntry:
         data: dict[str, Any] = {
             "nodeid": self.nodeid,
             "kind": "reliable",
@@ -188,7 +261,7 @@ class ReliableReport:
                 for check in self.thresholds
             ]
             data["worst_variant"] = None
-        return json_safe(data)
+        return cast(ReliableEntry, json_safe(data))
 
 
 @dataclass
@@ -198,17 +271,54 @@ class ChecklistReport:
     nodeid: str
     model: str
     space_hash: str | None
-    result: Any
-    """A `pytest_reliable.checklist.ChecklistResult`."""
+    result: ChecklistResult
     calls_made: int
     calls_cached: int
     problems: list[str] = field(default_factory=list)
 
-    def __getattr__(self, name: str) -> Any:
-        result = self.__dict__.get("result")
-        if result is None:
-            raise AttributeError(name)
-        return getattr(result, name)
+    # The CheckList result's fields, as in the JSON entry (SPEC section 8).
+    @property
+    def kind(self) -> str:
+        """``invariance``, ``directional`` or ``mft``."""
+        return self.result.kind
+
+    @property
+    def rate(self) -> float:
+        """INV: the flip rate, DIR: the fail rate, MFT: the pass rate."""
+        return self.result.rate
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The rate's Wilson interval at the marker's ``confidence``."""
+        return self.result.interval
+
+    @property
+    def pairs(self) -> int:
+        """Pairs (MFT: examples) the rate is over."""
+        return self.result.pairs
+
+    @property
+    def unparsed(self) -> int:
+        return self.result.unparsed
+
+    @property
+    def failures(self) -> list[Failure]:
+        return self.result.failures
+
+    @property
+    def thresholds(self) -> list[ThresholdCheck]:
+        return self.result.thresholds
+
+    @property
+    def confidence(self) -> float:
+        return self.result.confidence
+
+    def message(self) -> str:
+        """The CheckList result's own summary (rate, interval, failing cases)."""
+        return self.result.message()
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.result.as_dict()
 
     @property
     def passed(self) -> bool:
@@ -221,7 +331,7 @@ class ChecklistReport:
         lines.append(self.result.message())
         return "\n".join(lines)
 
-    def entry(self, verdict: str) -> dict[str, Any]:
+    def entry(self, verdict: str) -> ChecklistEntry:
         data = dict(self.result.as_dict())
         data.update(
             {
@@ -234,7 +344,7 @@ class ChecklistReport:
                 "message": None if self.passed else self.failure_message(),
             }
         )
-        return json_safe(data)
+        return cast(ChecklistEntry, json_safe(data))
 
 
 def _unique(items: list[str]) -> list[str]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pytest_reliable.report.format import (
     CHECKLIST_COLUMNS,
@@ -17,6 +18,9 @@ from pytest_reliable.report.format import (
     row,
     short_nodeids,
 )
+
+if TYPE_CHECKING:
+    from pytest_reliable.report.entries import Entry
 
 GAP = "  "
 MIN_NAME_WIDTH = 16
@@ -32,7 +36,7 @@ def _render(header_cells: list[str], rows: list[list[str]]) -> list[str]:
     return [line(header_cells), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
-def _fit(entries: list[dict[str, Any]], names: list[str], columns: list[Column],
+def _fit(entries: Sequence[Entry], names: list[str], columns: list[Column],
          width: int) -> list[str]:
     """The table in ``width`` columns: optional columns dropped (the last first), kept columns
     narrowed, then test names shortened in the middle."""
@@ -54,7 +58,7 @@ def _fit(entries: list[dict[str, Any]], names: list[str], columns: list[Column],
     return _render(header(columns), [row(e, n, columns) for e, n in zip(entries, shown)])
 
 
-def summary_table(entries: list[dict[str, Any]], *, width: int = 200,
+def summary_table(entries: Sequence[Entry], *, width: int = 200,
                   columns: list[Column] | None = None) -> list[str]:
     """One row per test: `reliable` tests in one table, CheckList tests in a second; every line
     fits in ``width`` characters (notes are wrapped, error messages cut)."""
@@ -65,7 +69,7 @@ def summary_table(entries: list[dict[str, Any]], *, width: int = 200,
     errors = [e for e in entries if e not in reliable and e not in checklist]
     lines: list[str] = []
 
-    def name(entry: dict[str, Any]) -> str:
+    def name(entry: Entry) -> str:
         return names[str(entry.get("nodeid", "?"))]
 
     if reliable:
