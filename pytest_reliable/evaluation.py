@@ -3,6 +3,11 @@
 `evaluate` is the core's whole pipeline for one test and needs no pytest: a notebook can call it
 with a `Runner` and get the same `ScoreMatrix` the plugin reports on. Every number in every report
 is a function of that matrix (see `summary.py`).
+
+Both test kinds share one render-run-grade pipeline: cells are rendered (`plan_cells` for
+reliable tests, `greedy_cells` for CheckList tests), then `run_cells` numbers their samples, runs
+them through the `Runner`, counts the calls made and cached, lists the calls that did not
+complete and grades every answer.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import numpy as np
 
 from pytest_reliable.models.base import SamplingParams
 from pytest_reliable.render import Prompt, render
-from pytest_reliable.runner import CallResult, Runner, number_samples
+from pytest_reliable.runner import CallResult, Request, Runner, number_samples
 from pytest_reliable.sampling import Cell as PlanCell
 from pytest_reliable.sampling import make_plan
 from pytest_reliable.space import Space, Variant
@@ -108,6 +113,21 @@ class ScoreMatrix:
         )
 
 
+@dataclass
+class Calls:
+    """What running some cells cost: calls made, calls served from the cache, and one line per
+    call that did not complete (budget, failure)."""
+
+    made: int = 0
+    cached: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, other: Calls) -> None:
+        self.made += other.made
+        self.cached += other.cached
+        self.problems.extend(other.problems)
+
+
 def evaluate(
     dataset: Sequence[dict[str, Any]],
     task: Task,
@@ -117,11 +137,69 @@ def evaluate(
 ) -> ScoreMatrix:
     """Run ``settings.n`` resamplings and the canonical pass of ``dataset`` under ``space``."""
     cells = plan_cells(dataset, task, space, settings)
-    requests = number_samples([(list(c.prompt.messages), c.params) for c in cells], settings.nodeid)
+    calls = run_cells(cells, [dataset[c.instance] for c in cells], task, runner, settings.nodeid)
+    return _score_matrix(cells, calls, settings, len(dataset))
+
+
+def number_cells(cells: Sequence[CellResult], nodeid: str) -> list[Request]:
+    """The cells' requests with sample indexes in cell order (`number_samples`), written back
+    into the cells: the cache keys."""
+    requests = number_samples([(list(c.prompt.messages), c.params) for c in cells], nodeid)
     for cell, request in zip(cells, requests):
         cell.sample = request.sample_index
-    results = runner.run(requests)
-    return grade_cells(dataset, task, cells, results, settings)
+    return requests
+
+
+def run_cells(
+    cells: Sequence[CellResult],
+    examples: Sequence[dict[str, Any]],
+    task: Any,
+    runner: Runner,
+    nodeid: str,
+) -> Calls:
+    """The pipeline after rendering: number the samples, run them, grade each answer against its
+    example (``examples[j]`` is cell j's record)."""
+    return grade_results(cells, examples, runner.run(number_cells(cells, nodeid)), task)
+
+
+def grade_results(
+    cells: Sequence[CellResult],
+    examples: Sequence[dict[str, Any]],
+    results: Sequence[CallResult],
+    task: Any,
+) -> Calls:
+    """Write each call's answer and grade into its cell; a call that did not complete keeps
+    score 0, unparsed, and is listed in ``problems`` (never graded as a wrong answer)."""
+    calls = Calls()
+    for cell, example, result in zip(cells, examples, results):
+        cell.status = result.status
+        if result.status != "ok" or result.response is None:
+            cell.error = result.error or result.status
+            calls.problems.append(f"{result.status}: {cell.error}")
+            continue
+        calls.cached += int(result.cached)
+        calls.made += int(not result.cached)
+        cell.text = result.response.text
+        grade = task.grade(cell.text, example, cell.prompt)
+        cell.score, cell.parsed, cell.prediction = (
+            float(grade.score),
+            bool(grade.parsed),
+            grade.prediction,
+        )
+    return calls
+
+
+def greedy_cells(
+    examples: Sequence[dict[str, Any]], task: Any, space: Space, max_tokens: int
+) -> list[CellResult]:
+    """One prompt per example at ``space``'s canonical variant, at temperature 0, no
+    demonstrations: what a CheckList test asks (cell ``instance`` = the example's position)."""
+    variant = space.canonical_variant()
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
+    return [
+        CellResult(CANONICAL, i, 0, variant, render(space, variant, example, task, []), params)
+        for i, example in enumerate(examples)
+    ]
 
 
 def plan_cells(
@@ -173,29 +251,20 @@ def grade_cells(
     settings: EvaluationSettings,
 ) -> ScoreMatrix:
     """Grade every answer; a call that did not complete scores 0 and is listed in ``problems``."""
-    n_instances = len(dataset)
+    calls = grade_results(cells, [dataset[c.instance] for c in cells], results, task)
+    return _score_matrix(cells, calls, settings, len(dataset))
+
+
+def _score_matrix(
+    cells: list[CellResult], calls: Calls, settings: EvaluationSettings, n_instances: int
+) -> ScoreMatrix:
+    """The graded cells as (resamplings x instances) and (k x instances) matrices."""
     scores = np.zeros((settings.n, n_instances))
     parsed = np.zeros((settings.n, n_instances), dtype=bool)
     canonical_scores = np.zeros((settings.k, n_instances))
     canonical_parsed = np.zeros((settings.k, n_instances), dtype=bool)
     canonical_seen = np.zeros(n_instances, dtype=int)
-    made = cached = 0
-    problems: list[str] = []
-    for cell, result in zip(cells, results):
-        cell.status = result.status
-        if result.status != "ok" or result.response is None:
-            cell.error = result.error or result.status
-            problems.append(f"{result.status}: {cell.error}")
-        else:
-            cached += int(result.cached)
-            made += int(not result.cached)
-            cell.text = result.response.text
-            grade = task.grade(cell.text, dataset[cell.instance], cell.prompt)
-            cell.score, cell.parsed, cell.prediction = (
-                float(grade.score),
-                bool(grade.parsed),
-                grade.prediction,
-            )
+    for cell in cells:
         if cell.resampling == CANONICAL:
             j = canonical_seen[cell.instance]
             canonical_seen[cell.instance] += 1
@@ -210,9 +279,9 @@ def grade_cells(
         canonical_scores=canonical_scores,
         canonical_parsed=canonical_parsed,
         cells=cells,
-        calls_made=made,
-        calls_cached=cached,
-        problems=problems,
+        calls_made=calls.made,
+        calls_cached=calls.cached,
+        problems=calls.problems,
     )
 
 
@@ -235,11 +304,7 @@ class StagedEvaluation:
     ) -> None:
         self.dataset, self.task, self.settings, self.runner = dataset, task, settings, runner
         self.cells = plan_cells(dataset, task, space, settings)
-        self.requests = number_samples(
-            [(list(c.prompt.messages), c.params) for c in self.cells], settings.nodeid
-        )
-        for cell, request in zip(self.cells, self.requests):
-            cell.sample = request.sample_index
+        self.requests = number_cells(self.cells, settings.nodeid)
 
     def run(self, start: int, stop: int, *, canonical: bool) -> ScoreMatrix:
         """Resamplings ``start..stop-1`` (rows of the result), plus the canonical pass if asked."""

@@ -27,15 +27,18 @@ from pytest_reliable.cache import BudgetLedger, ResponseCache, check_cache_path
 from pytest_reliable.data import Dataset
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluation import (
+    Calls,
     EvaluationSettings,
     ScoreMatrix,
     StagedEvaluation,
     append_resamplings,
     evaluate,
+    greedy_cells,
+    run_cells,
 )
 from pytest_reliable.gate import DEFAULT_POLICY, MAX_REGRESSION, reliable_thresholds
 from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
-from pytest_reliable.models.base import AsyncModel, SamplingParams
+from pytest_reliable.models.base import AsyncModel
 from pytest_reliable.nstar import DEFAULT_METHOD, DEFAULT_N_MAX, NStarOutcome, run_auto
 from pytest_reliable.nstar_store import NStarKey, NStarStore
 from pytest_reliable.report.model import ChecklistReport, ReliableReport
@@ -43,7 +46,6 @@ from pytest_reliable.runner import (
     Budget,
     ProgressEvent,
     Runner,
-    number_samples,
     run_on_call_loop,
 )
 from pytest_reliable.sampling import derive_seed
@@ -443,68 +445,33 @@ class ReliableSession:
     def run_checklist(
         self, nodeid: str, data: Any, task: Any, spec: ChecklistSpec, user_model: Any = None
     ) -> ChecklistReport:
+        """A CheckList test: each batch of examples goes through evaluation's render-run-grade
+        pipeline (the space's canonical variant, temperature 0), the checklist package compares
+        the predictions, gate.py decides the thresholds."""
         from pytest_reliable import checklist
 
         dataset = self.dataset(data)
         task.validate(dataset)
-        if spec.kind == "directional":
-            checklist.check_expectation(spec.expect, task)
         model = self.resolve_model(user_model)
         runner = self.runner(model, nodeid)
-        space = self.space(spec.space) if spec.space is not None else None
-        seed = derive_seed(self.settings.seed, nodeid)
-        calls = {"made": 0, "cached": 0}
-        problems: list[str] = []
+        space = self.space(spec.space) if spec.space is not None else Space.plain()
+        calls = Calls()
 
-        def predict(examples: Sequence[dict[str, Any]]) -> list[Any]:
-            prompts = [checklist_prompt(task, example, space) for example in examples]
-            params = SamplingParams(temperature=0.0, max_tokens=spec.max_tokens)
-            requests = number_samples([(list(p.messages), params) for p in prompts], nodeid)
-            predictions = []
-            for example, prompt, result in zip(examples, prompts, runner.run(requests)):
-                if result.status != "ok" or result.response is None:
-                    problems.append(f"{result.status}: {result.error}")
-                    predictions.append(checklist.Prediction(None, False, ""))
-                    continue
-                calls["cached" if result.cached else "made"] += 1
-                text = result.response.text
-                grade = task.grade(text, example, prompt)
-                predictions.append(checklist.Prediction(grade.prediction, grade.parsed, text))
-            return predictions
+        def predict(examples: Sequence[dict[str, Any]]) -> list[checklist.Prediction]:
+            cells = greedy_cells(examples, task, space, spec.max_tokens)
+            calls.add(run_cells(cells, examples, task, runner, nodeid))
+            return [checklist.Prediction(c.prediction, c.parsed, c.text or "") for c in cells]
 
-        records = list(dataset)
-        decide = spec.decide or self.settings.decide
-        perturb = [checklist.resolve_perturbation(p, kind=spec.kind) for p in spec.perturb]
-        if spec.kind == "invariance":
-            result = checklist.run_invariance(
-                records, perturb, predict, seed=seed, confidence=spec.confidence,
-                tolerance=spec.tolerance, decide=decide, **spec.thresholds,
-            )
-        elif spec.kind == "directional":
-            result = checklist.run_directional(
-                records, perturb, predict, expect=spec.expect, seed=seed,
-                confidence=spec.confidence, decide=decide, **spec.thresholds,
-            )
-        else:
-            result = checklist.run_mft(
-                records, predict, confidence=spec.confidence, decide=decide,
-                min_pass=spec.thresholds["min_pass"], expected=checklist.expected_label(task),
-            )
+        result = checklist.run_marked(
+            spec, list(dataset), predict, task, seed=derive_seed(self.settings.seed, nodeid),
+            decide=spec.decide or self.settings.decide,
+        )
         return ChecklistReport(
             nodeid=nodeid,
             model=model.identity,
-            space_hash=space.hash if space is not None else None,
+            space_hash=space.hash if spec.space is not None else None,
             result=result,
-            calls_made=calls["made"],
-            calls_cached=calls["cached"],
-            problems=problems,
+            calls_made=calls.made,
+            calls_cached=calls.cached,
+            problems=calls.problems,
         )
-
-
-def checklist_prompt(task: Any, example: dict[str, Any], space: Space | None) -> Any:
-    """CheckList rendering: the space's canonical variant when one is given, else the task's own."""
-    from pytest_reliable.render import render
-
-    if space is None:
-        space = Space.plain()
-    return render(space, space.canonical_variant(), example, task, [])

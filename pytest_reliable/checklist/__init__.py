@@ -22,6 +22,7 @@ from pytest_reliable.checklist.run import (
     expected_label,
     run_directional,
     run_invariance,
+    run_marked,
     run_mft,
     stable_hash,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "resolve_perturbation",
     "run_directional",
     "run_invariance",
+    "run_marked",
     "run_mft",
     "stable_hash",
 ]

@@ -24,6 +24,7 @@ from pytest_reliable.checklist.result import (
 from pytest_reliable.checklist.text import text_key
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.gate import DEFAULT_POLICY, checklist_thresholds
+from pytest_reliable.markerspec import ChecklistSpec
 from pytest_reliable.stats import wilson_interval
 
 
@@ -328,3 +329,22 @@ def run_mft(
     unparsed = sum(not p.parsed for p in predictions)
     return _result("mft", passed, [1] * len(examples), unparsed, failures,
                    {"min_pass": min_pass}, confidence, decide)
+
+
+def run_marked(
+    spec: ChecklistSpec, examples: Sequence[Example], predict: Predict, task: Any, *,
+    seed: int, decide: str,
+) -> ChecklistResult:
+    """The test a CheckList marker describes: ``spec.kind`` with its perturbations, thresholds
+    and confidence, decided under ``decide``. Bad expectations raise before ``predict`` runs."""
+    if spec.kind == "directional":
+        check_expectation(spec.expect, task)
+    perturb = [resolve_perturbation(p, kind=spec.kind) for p in spec.perturb]
+    if spec.kind == "invariance":
+        return run_invariance(examples, perturb, predict, seed=seed, confidence=spec.confidence,
+                              tolerance=spec.tolerance, decide=decide, **spec.thresholds)
+    if spec.kind == "directional":
+        return run_directional(examples, perturb, predict, expect=spec.expect, seed=seed,
+                               confidence=spec.confidence, decide=decide, **spec.thresholds)
+    return run_mft(examples, predict, confidence=spec.confidence, decide=decide,
+                   min_pass=spec.thresholds["min_pass"], expected=expected_label(task))

@@ -99,6 +99,12 @@ def test_checklist_verdicts(pytester: pytest.Pytester) -> None:
     (zero,) = tests["test_punctuation"]["thresholds"]
     assert zero["passed"] and zero["bound"] == 0.0 and "zero tolerance" in zero["method"]
     result.stdout.fnmatch_lines(["*flip rate*", "*reliable summary*"])
+    # A recorded run replays offline with zero calls and the same verdicts.
+    replay, again = run_json(pytester, "--reliable-record=none", name="replay.json")
+    replay.assert_outcomes(passed=3, failed=1)
+    for name, entry in by_test(again).items():
+        assert entry["calls"]["made"] == 0 and entry["calls"]["cached"] > 0, name
+        assert entry["rate"] == tests[name]["rate"] and entry["verdict"] == tests[name]["verdict"]
 
 
 POLICY_TESTS = '''
