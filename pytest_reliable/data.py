@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, overload
 
@@ -29,6 +29,8 @@ from pytest_reliable.errors import DatasetError
 from pytest_reliable.files import content_hash
 
 Record = dict[str, Any]
+Records = Iterable[Mapping[str, Any]]
+"""What ``reliable.evaluate`` and friends accept as a dataset: a `Dataset` or any records."""
 
 
 class Dataset(Sequence[Record]):

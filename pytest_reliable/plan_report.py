@@ -43,8 +43,10 @@ from pytest_reliable.errors import ReliableError
 from pytest_reliable.stats import wilson_interval
 
 if TYPE_CHECKING:
+    from pytest_reliable.data import Dataset, Records
     from pytest_reliable.markerspec import ChecklistSpec, ReliableSpec
     from pytest_reliable.session import ReliableSession
+    from pytest_reliable.space import Space
     from pytest_reliable.tasks import Task
 
 POWER = 0.8
@@ -397,7 +399,7 @@ def plan_design(spec: Any, space: Any, instances: int, resamplings: int, n_optio
     return design, grouping
 
 
-def plan_reliable(session: ReliableSession, nodeid: str, data: Any, task: Task,
+def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Task,
                   spec: ReliableSpec,
                   user_model: Any = None) -> TestPlan:
     """The plan of one ``reliable.evaluate(data, task)`` under ``spec``: no model is called."""
@@ -457,8 +459,8 @@ def _resamplings(n: int) -> str:
     return f"{n} resampling" + ("" if n == 1 else "s")
 
 
-def stored_n_star(session: Any, nodeid: str, dataset: Any, spec: Any, space: Any,
-                  user_model: Any) -> int | None:
+def stored_n_star(session: ReliableSession, nodeid: str, dataset: Dataset, spec: ReliableSpec,
+                  space: Space, user_model: Any) -> int | None:
     """n* from the store when a previous ``--reliable-n auto`` run left one for this test."""
     from pytest_reliable.nstar_store import NStarKey, NStarStore
 
@@ -471,6 +473,7 @@ def stored_n_star(session: Any, nodeid: str, dataset: Any, spec: Any, space: Any
             reference_model=reference.identity, mode=spec.mode, eps=spec.eps,
             delta=spec.delta, seed=settings.seed, pilot_n=settings.pilot_n,
         )
+        assert settings.store_dir is not None  # Settings.__post_init__ fills it in
         stored = NStarStore(settings.store_dir).get(key)
     except (TypeError, ValueError, OSError, ReliableError):
         # A key shape or a model this plan cannot build: treat it as not stored.
@@ -478,7 +481,7 @@ def stored_n_star(session: Any, nodeid: str, dataset: Any, spec: Any, space: Any
     return None if stored is None else stored.n_star
 
 
-def plan_checklist(session: ReliableSession, nodeid: str, data: Any, task: Task,
+def plan_checklist(session: ReliableSession, nodeid: str, data: Records, task: Task,
                    spec: ChecklistSpec) -> TestPlan:
     """A CheckList test's calls: its examples and their perturbed copies (at most)."""
     dataset = session.dataset(data)

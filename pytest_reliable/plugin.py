@@ -35,6 +35,7 @@ from pytest_reliable.markerspec import (
 )
 
 if TYPE_CHECKING:
+    from pytest_reliable.data import Records
     from pytest_reliable.report.entries import Entry, ErrorEntry
     from pytest_reliable.report.model import ChecklistReport, ReliableReport
     from pytest_reliable.session import Settings
@@ -1087,7 +1088,7 @@ class ReliableFixture:
         self._item.user_properties.append((PLAN_PROPERTY, plan.as_dict()))
         pytest.skip(f"planned (--reliable-plan): {plan.calls} model calls, none made")
 
-    def evaluate(self, dataset: Any, task: Task, **overrides: Any) -> ReliableReport:
+    def evaluate(self, dataset: Records, task: Task, **overrides: Any) -> ReliableReport:
         """Run the marker's resamplings plus the canonical pass; returns the report object."""
         spec = self._spec("reliable", overrides)
         assert isinstance(spec, ReliableSpec)
@@ -1099,7 +1100,7 @@ class ReliableFixture:
         return self._run("reliable", lambda: self._state.session.run_reliable(
             self._item.nodeid, dataset, task, spec, self._model, self._baseline))
 
-    async def aevaluate(self, dataset: Any, task: Task, **overrides: Any) -> ReliableReport:
+    async def aevaluate(self, dataset: Records, task: Task, **overrides: Any) -> ReliableReport:
         """`evaluate` for an async test: the model calls run on the test's own event loop (so a
         model built on it works), the rest in a worker thread, and the loop stays free."""
         from pytest_reliable.models.base import to_daemon_thread
@@ -1110,7 +1111,7 @@ class ReliableFixture:
                                           dataset, task)
 
     def _checklist(
-        self, kind: str, dataset: Any, task: Task, overrides: dict[str, Any]
+        self, kind: str, dataset: Records, task: Task, overrides: dict[str, Any]
     ) -> ChecklistReport:
         spec = self._spec(kind, overrides)
         assert isinstance(spec, ChecklistSpec)
@@ -1122,11 +1123,11 @@ class ReliableFixture:
         return self._run(kind, lambda: self._state.session.run_checklist(
             self._item.nodeid, dataset, task, spec, self._model))
 
-    def invariance(self, dataset: Any, task: Task, **overrides: Any) -> ChecklistReport:
+    def invariance(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
         return self._checklist("invariance", dataset, task, overrides)
 
-    def directional(self, dataset: Any, task: Task, **overrides: Any) -> ChecklistReport:
+    def directional(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
         return self._checklist("directional", dataset, task, overrides)
 
-    def mft(self, dataset: Any, task: Task, **overrides: Any) -> ChecklistReport:
+    def mft(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
         return self._checklist("mft", dataset, task, overrides)

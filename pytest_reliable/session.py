@@ -24,7 +24,7 @@ from pytest_reliable.baseline import (
     compare,
 )
 from pytest_reliable.cache import BudgetLedger, ResponseCache, check_cache_path
-from pytest_reliable.data import Dataset
+from pytest_reliable.data import Dataset, Records
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluation import (
     Calls,
@@ -243,12 +243,12 @@ class ReliableSession:
         return isinstance(space, Space) or space in self.spaces
 
     @staticmethod
-    def dataset(data: Any) -> Dataset:
+    def dataset(data: Records) -> Dataset:
         return data if isinstance(data, Dataset) else Dataset.from_records(list(data))
 
     # -- reliable tests --------------------------------------------------------------------
     def run_reliable(
-        self, nodeid: str, data: Any, task: Task, spec: ReliableSpec, user_model: Any = None,
+        self, nodeid: str, data: Records, task: Task, spec: ReliableSpec, user_model: Any = None,
         user_baseline: Any = None,
     ) -> ReliableReport:
         dataset = self.dataset(data)
