@@ -3,7 +3,7 @@
 Run from the repository root::
 
     python benchmarks/bench_orp_fairness.py [--repeats 200] [--n 8] [--instances 40]
-    python benchmarks/bench_orp_fairness.py --real [--n 14] [--bootstrap 2000]
+    python benchmarks/bench_orp_fairness.py --real [--n 8] [--bootstrap 2000]
 
 The ILR paper (Li et al.) claims that instance-level randomization lowers the Observed Reversal
 Probability between two models compared at the same cost, because a fixed setting can favour one
@@ -226,13 +226,13 @@ def main() -> None:
                         help="the embedded model on the example's two configurations")
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--n", type=int, default=None,
-                        help="resamplings per mode (default 8 simulated, 14 real)")
+                        help="resamplings per mode (default 8)")
     parser.add_argument("--instances", type=int, default=40)
     parser.add_argument("--bootstrap", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=2026)
     args = parser.parse_args()
     if args.real:
-        run_real(args.n or 14, args.bootstrap, args.seed)
+        run_real(args.n or 8, args.bootstrap, args.seed)
     else:
         run(args.repeats, args.n or 8, args.instances)
 
