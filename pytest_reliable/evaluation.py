@@ -153,7 +153,7 @@ def number_cells(cells: Sequence[CellResult], nodeid: str) -> list[Request]:
 def run_cells(
     cells: Sequence[CellResult],
     examples: Sequence[dict[str, Any]],
-    task: Any,
+    task: Task,
     runner: Runner,
     nodeid: str,
 ) -> Calls:
@@ -166,7 +166,7 @@ def grade_results(
     cells: Sequence[CellResult],
     examples: Sequence[dict[str, Any]],
     results: Sequence[CallResult],
-    task: Any,
+    task: Task,
 ) -> Calls:
     """Write each call's answer and grade into its cell; a call that did not complete keeps
     score 0, unparsed, and is listed in ``problems`` (never graded as a wrong answer)."""
@@ -190,7 +190,7 @@ def grade_results(
 
 
 def greedy_cells(
-    examples: Sequence[dict[str, Any]], task: Any, space: Space, max_tokens: int
+    examples: Sequence[dict[str, Any]], task: Task, space: Space, max_tokens: int
 ) -> list[CellResult]:
     """One prompt per example at ``space``'s canonical variant, at temperature 0, no
     demonstrations: what a CheckList test asks (cell ``instance`` = the example's position)."""

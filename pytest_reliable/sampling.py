@@ -29,7 +29,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from pytest_reliable.space import (
     Space,
     Variant,
 )
+
+if TYPE_CHECKING:
+    from pytest_reliable.tasks import Task
 
 MODES = ("ilr", "fixed")
 _POOL, _PASS, _REJECT = 0x9001, 0x9002, 0x9003
@@ -185,7 +188,7 @@ def make_plan(
     mode: str = "ilr",
     seed: int = 0,
     n_options: int | None = None,
-    task: Any = None,
+    task: Task | None = None,
 ) -> Plan:
     """The plan of ``n_resamplings`` resamplings of ``dataset`` under ``space``.
 
@@ -212,7 +215,7 @@ def make_plan(
                 cells.count, cells.temp, cells.order, pool, rankings)
 
 
-def _option_count(dataset: Sequence[Any], n_options: int | None, task: Any) -> int:
+def _option_count(dataset: Sequence[Any], n_options: int | None, task: Task | None) -> int:
     """``n_options`` as given, else the task's largest option list, the records' largest
     ``choices`` list, or PERMUTE_LISTED_MAX."""
     if n_options is None and task is not None and len(dataset):

@@ -443,7 +443,7 @@ class ReliableSession:
 
     # -- CheckList tests -------------------------------------------------------------------
     def run_checklist(
-        self, nodeid: str, data: Any, task: Any, spec: ChecklistSpec, user_model: Any = None
+        self, nodeid: str, data: Records, task: Task, spec: ChecklistSpec, user_model: Any = None
     ) -> ChecklistReport:
         """A CheckList test: each batch of examples goes through evaluation's render-run-grade
         pipeline (the space's canonical variant, temperature 0), the checklist package compares

@@ -26,6 +26,7 @@ from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.gate import DEFAULT_POLICY, checklist_thresholds
 from pytest_reliable.markerspec import ChecklistSpec
 from pytest_reliable.stats import wilson_interval
+from pytest_reliable.tasks import Task
 
 
 def stable_hash(name: str) -> int:
@@ -202,7 +203,7 @@ LABEL_TASKS = ("options", "multiple_choice", "classification")
 """Task kinds whose predictions are labels or options, never numbers."""
 
 
-def check_expectation(expect: Any, task: Any) -> None:
+def check_expectation(expect: Any, task: Task) -> None:
     """Before any model call: ``expect="increase"``/``"decrease"`` needs numeric predictions,
     which a task answering with labels never gives (SPEC section 4: a usage error)."""
     kind = getattr(task, "kind", None)
@@ -214,7 +215,7 @@ def check_expectation(expect: Any, task: Any) -> None:
         )
 
 
-def expected_label(task: Any) -> Callable[[Example], Any] | None:
+def expected_label(task: Task) -> Callable[[Example], Any] | None:
     """MFT's expected prediction: the record's label spelt as the task predicts it (a
     Classification accepts "Positive" or the index 0 for its label "positive"); None when
     the task has no labels (the raw "label" is compared)."""
@@ -332,7 +333,7 @@ def run_mft(
 
 
 def run_marked(
-    spec: ChecklistSpec, examples: Sequence[Example], predict: Predict, task: Any, *,
+    spec: ChecklistSpec, examples: Sequence[Example], predict: Predict, task: Task, *,
     seed: int, decide: str,
 ) -> ChecklistResult:
     """The test a CheckList marker describes: ``spec.kind`` with its perturbations, thresholds
