@@ -7,7 +7,7 @@ Run from the repository root (about two minutes at the defaults)::
 
 Every repetition runs ``ReliableSession.run_reliable`` with a candidate and a ``reliable_baseline``
 model exactly as the ``reliable`` fixture runs it (the candidate's plan, the baseline on the same
-cells, the paired difference and its cluster bootstrap, the gate). The models are
+cells, the paired difference and its clustered bound, the gate). The models are
 bench_gate_errors.py's simulated ones, paired: instance i has the baseline accuracy
 ``p_i ~ Beta(mean p, intra-instance correlation 0.5)`` (fresh instances every repetition) and the
 candidate accuracy ``p_i (p + delta) / p``, so candidate - baseline is ``delta`` exactly in

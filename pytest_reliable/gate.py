@@ -21,7 +21,8 @@ must be >= the limit (it is already a bound). The bound functions live in `pytes
 
 ``max_regression`` (SPEC section 9) is one more ``max_*`` threshold of the same test, on the
 regression baseline - candidate: its claim is "the candidate is worse by at most the limit", its
-bounds and p-value come from the paired difference's cluster bootstrap, and under
+bounds and p-value come from the paired difference's clustered bound (cluster-robust t over
+instances; a two-way bootstrap in fixed mode), and under
 fail-on-evidence it is one more claim in the test's Holm family.
 """
 
@@ -194,7 +195,7 @@ def std_evidence(bound: stats.StdBound) -> Evidence:
 
 def regression_evidence(difference: stats.ClusteredDifference) -> Evidence:
     """The claim "the candidate is worse than the baseline by at most the limit", on the
-    regression baseline - candidate = -(candidate - baseline) and its cluster bootstrap."""
+    regression baseline - candidate = -(candidate - baseline) and its clustered bound."""
     return Evidence(
         -difference.estimate, difference.method,
         lambda c: np.array([-difference.lower(c)]),

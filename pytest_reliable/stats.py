@@ -1101,6 +1101,10 @@ class ClusteredDifference:
     replicates: FloatArray | None = field(default=None, repr=False, compare=False)
     """The bootstrap distribution behind the bounds: bounds at other levels and p-values (a
     gate's Holm correction) read it. None: only ``low``/``high`` at ``confidence`` are known."""
+    standard_error: float | None = None
+    """Set for the cluster-robust t method: the standard error of the mean over instances of the
+    per-instance mean differences; bounds at any level and p-values come from t(``df``)."""
+    df: int | None = None
 
     def lower(self, confidence: float) -> float:
         """The one-sided lower bound at ``confidence``."""
@@ -1112,13 +1116,21 @@ class ClusteredDifference:
 
     def p_below(self, limit: float) -> float:
         """p-value of "the true difference is >= limit" (small: evidence that it is below): the
-        share of bootstrap replicates >= limit, so that ``upper(1 - p)`` is about ``limit``."""
+        share of bootstrap replicates >= limit (or t's tail), so that ``upper(1 - p)`` is about
+        ``limit``."""
+        if self.standard_error is not None and self.df is not None:
+            if self.standard_error <= 1e-15:
+                return 1.0 if self.estimate >= limit - 1e-12 else 0.0
+            return float(_sps.t.sf((limit - self.estimate) / self.standard_error, self.df))
         finite = self._finite_replicates()
         if finite.size == 0 or np.ptp(finite) <= 1e-15:
             return 1.0 if self.estimate >= limit - 1e-12 else 0.0
         return float(np.mean(finite >= limit))
 
     def _bounds(self, confidence: float) -> tuple[float, float]:
+        if self.standard_error is not None and self.df is not None:
+            return _t_bounds(self.estimate, self.standard_error, self.df,
+                             _open_unit(confidence, "confidence"))
         if self.replicates is None:
             if abs(confidence - self.confidence) > 1e-12:
                 raise ValueError(
@@ -1135,6 +1147,7 @@ class ClusteredDifference:
 
 
 CLUSTER_BOOTSTRAP = "cluster bootstrap over instances"
+CLUSTER_T = "cluster-robust t over instances"
 TWO_WAY_BOOTSTRAP = "two-way bootstrap over instances and resamplings"
 
 
@@ -1145,6 +1158,12 @@ def _matrix(values: ArrayLike, name: str) -> FloatArray:
     if not np.isfinite(arr).all():
         raise ValueError(f"{name} must contain only finite scores")
     return arr
+
+
+def _t_bounds(estimate: float, standard_error: float, df: int, conf: float) -> tuple[float, float]:
+    """One-sided Student-t bounds at ``conf`` each."""
+    half = float(_sps.t.ppf(conf, df)) * standard_error
+    return estimate - half, estimate + half
 
 
 def _bootstrap_bounds(replicates: FloatArray, estimate: float, conf: float) -> tuple[float, float]:
@@ -1186,6 +1205,18 @@ def paired_difference(
     # Multinomial weights instead of index arrays: the mean of a resample is a weighted mean.
     instance_weights = rng.multinomial(n_instances, np.full(n_instances, 1.0 / n_instances), reps)
     two_way = resample_resamplings and n_rows >= 2
+    if not two_way and n_instances >= 2:
+        # Instances are independent clusters (each with its own variants): the mean of their
+        # mean differences with a t(N - 1) bound. The percentile bootstrap of the same means is
+        # liberal with few instances (its variance divides by N, and it has no t tails): a
+        # candidate exactly at -max_regression passed on evidence 7.7% +- 1.5 of the time (N=40).
+        per_instance = diff.mean(axis=0)
+        se = float(per_instance.std(ddof=1) / np.sqrt(n_instances))
+        low, high = _t_bounds(estimate, se, n_instances - 1, conf)
+        return ClusteredDifference(
+            estimate=estimate, low=low, high=high, confidence=conf, n_instances=n_instances,
+            n_cells=int(diff.size), method=CLUSTER_T, standard_error=se, df=n_instances - 1,
+        )
     if two_way:
         row_weights = rng.multinomial(n_rows, np.full(n_rows, 1.0 / n_rows), reps)
         replicates = np.einsum("br,ri,bi->b", row_weights, diff, instance_weights) / diff.size

@@ -38,7 +38,7 @@ def test_estimate_is_the_mean_cell_difference_and_bounds_bracket_it() -> None:
     assert result.estimate == pytest.approx(float((a - b).mean()))
     assert result.low < result.estimate < result.high
     assert (result.n_instances, result.n_cells) == (40, 400)
-    assert result.method == stats.CLUSTER_BOOTSTRAP
+    assert result.method == stats.CLUSTER_T
 
 
 def test_identical_models_have_a_zero_width_interval() -> None:
