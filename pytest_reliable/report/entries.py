@@ -184,6 +184,8 @@ class ChecklistEntry(TypedDict):
     unparsed: int
     failures: list[FailureEntry]
     thresholds: list[ThresholdEntry]
+    decide: str
+    """The policy the thresholds were decided under (SPEC section 11)."""
     nodeid: str
     verdict: str
     model: str
