@@ -1103,12 +1103,17 @@ class ReliableFixture:
     async def aevaluate(self, dataset: Records, task: Task, **overrides: Any) -> ReliableReport:
         """`evaluate` for an async test: the model calls run on the test's own event loop (so a
         model built on it works), the rest in a worker thread, and the loop stays free."""
+        return await self._on_test_loop(functools.partial(self.evaluate, **overrides),
+                                        dataset, task)
+
+    async def _on_test_loop(
+        self, method: Callable[[Records, Task], _Report], dataset: Records, task: Task
+    ) -> _Report:
         from pytest_reliable.models.base import to_daemon_thread
         from pytest_reliable.runner import use_loop
 
         with use_loop(asyncio.get_running_loop()):
-            return await to_daemon_thread(functools.partial(self.evaluate, **overrides),
-                                          dataset, task)
+            return await to_daemon_thread(method, dataset, task)
 
     def _checklist(
         self, kind: str, dataset: Records, task: Task, overrides: dict[str, Any]
@@ -1131,3 +1136,17 @@ class ReliableFixture:
 
     def mft(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
         return self._checklist("mft", dataset, task, overrides)
+
+    async def ainvariance(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
+        """`invariance` for an async test, on the test's own event loop (as `aevaluate`)."""
+        return await self._on_test_loop(functools.partial(self.invariance, **overrides),
+                                        dataset, task)
+
+    async def adirectional(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
+        """`directional` for an async test, on the test's own event loop (as `aevaluate`)."""
+        return await self._on_test_loop(functools.partial(self.directional, **overrides),
+                                        dataset, task)
+
+    async def amft(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
+        """`mft` for an async test, on the test's own event loop (as `aevaluate`)."""
+        return await self._on_test_loop(functools.partial(self.mft, **overrides), dataset, task)

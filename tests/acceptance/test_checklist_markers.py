@@ -209,3 +209,46 @@ def test_bad(reliable):
     assert result.ret == 4
     result.stderr.fnmatch_lines(expected)
     assert "Traceback" not in result.stderr.str()
+
+
+ASYNC_TESTS = '''
+import asyncio
+
+import pytest
+from pytest_reliable import Classification, Dataset
+
+TASK = Classification(labels=["positive", "negative"], template="Review: {text}\\nSentiment:")
+DATA = Dataset.from_records([
+    {"text": "The food was great", "label": "positive"},
+    {"text": "The staff was friendly", "label": "positive"},
+])
+
+
+@pytest.mark.invariance(perturb=["punctuation"], max_flip_rate=0.0)
+@pytest.mark.mft(min_pass=1.0)
+@pytest.mark.directional(perturb=["negation"], expect="flip", max_fail_rate=0.0)
+def test_async_checklist(reliable):
+    async def body():
+        return (await reliable.ainvariance(DATA, TASK), await reliable.amft(DATA, TASK),
+                await reliable.adirectional(DATA, TASK))
+
+    inv, mft, dir_ = asyncio.run(body())
+    assert (inv.kind, inv.rate) == ("invariance", 0.0)
+    assert (mft.kind, mft.rate) == ("mft", 1.0)
+    assert (dir_.kind, dir_.rate) == ("directional", 0.0)
+'''
+
+
+def test_async_checklist_methods_give_the_sync_results(pytester: pytest.Pytester) -> None:
+    """`await reliable.ainvariance/amft/adirectional(...)` in an async test body: the same
+    reports as the sync methods, their calls counted."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_async=ASYNC_TESTS)
+    result, report = run_json(pytester, "--reliable-no-cache")
+    result.assert_outcomes(passed=1)
+    entries = [e for e in report["tests"] if e["nodeid"].endswith("test_async_checklist")]
+    assert sorted(e["kind"] for e in entries) == ["directional", "invariance", "mft"]
+    assert all(e["verdict"] == "passed" for e in entries)
+    # The three share prompts (the MFT's are INV's originals): answered once, then from the cache.
+    assert all(e["calls"]["made"] + e["calls"]["cached"] > 0 for e in entries)
+    assert sum(e["calls"]["made"] for e in entries) > 0
