@@ -371,6 +371,24 @@ def test_the_rebuild_command_writes_the_same_page(tmp_path: Path,
     ('{"tests": [', "is not valid JSON (line 1, column 12"),
     ('[1, 2]', "is JSON but not a pytest-reliable report (it has no 'tests' list)"),
     (b"\xff\xfe{}", "is not UTF-8 text"),
+    ('{"schema_version": 99, "pytest_reliable_version": "9.1.0", "tests": []}',
+     "has schema_version 99, written by pytest-reliable 9.1.0; this pytest-reliable (0.1.0) "
+     "reads schema_version 1: upgrade pytest-reliable (python -m pip install -U "
+     "pytest-reliable) and rebuild the page with it."),
+    ('{"schema_version": "1", "tests": []}',
+     'has schema_version "1", which no pytest-reliable writes (this one reads 1)'),
+    ('{"schema_version": true, "tests": []}', "has schema_version true, which no"),
+    ('{"tests": []}', "has no schema_version, so it is not a report pytest-reliable wrote"),
+    ('{"schema_version": 1, "tests": "all passed"}',
+     "'tests' is a string, not a list of test entries"),
+    ('{"schema_version": 1, "tests": [{"nodeid": "t"}, 7]}',
+     "tests[1] is an integer, not an object (one test's entry)"),
+    ('{"schema_version": 1, "seed": "zero", "tests": []}', "'seed' is a string, not an integer"),
+    ('{"schema_version": 1, "tests": []}'.replace("[]", "[" * 100_000 + "]" * 100_000),
+     "nests arrays or objects more than 100 deep (a report nests about 6 deep)"),
+    ('{"schema_version": 1, "tests": [{"nodeid": "t", "baseline": %s}]}'
+     % ("[" * 500 + "]" * 500), "nests arrays or objects more than 100 deep"),
+    ('{"schema_version": 1, "seed": 1%s, "tests": []}' % ("0" * 5000), "is not JSON this reader"),
 ])
 def test_the_rebuild_command_explains_a_bad_report(tmp_path: Path, content: Any, expected: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
@@ -383,7 +401,7 @@ def test_the_rebuild_command_explains_a_bad_report(tmp_path: Path, content: Any,
         main(["html", str(path), "-o", str(tmp_path / "page.html")])
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert expected in err and "Traceback" not in err
+    assert expected in err and str(path) in err and "Traceback" not in err
     assert not (tmp_path / "page.html").exists()
 
 
@@ -392,6 +410,23 @@ def run_module(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *sys.path])}
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
                           timeout=120, check=False)
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    ("[" * 100_000 + "]" * 100_000, "nests arrays or objects more than 100 deep"),
+    ('{"schema_version": 99, "tests": []}', "has schema_version 99, written by a newer "
+                                            "pytest-reliable"),
+])
+def test_the_rebuild_command_stops_cleanly_on_a_hostile_report(tmp_path: Path, content: str,
+                                                               expected: str) -> None:
+    # Issue 20, hostile items 10 and 13, as a user meets them: exit 2, the file named, no trace.
+    path = tmp_path / "hostile.json"
+    path.write_text(content)
+    done = run_module("-m", "pytest_reliable", "html", str(path))
+    assert done.returncode == 2, done.stderr
+    assert expected in done.stderr and str(path) in done.stderr
+    assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr
+    assert not path.with_suffix(".html").exists()
 
 
 def imported_modules(importtime_stderr: str) -> set[str]:
