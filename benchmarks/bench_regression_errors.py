@@ -40,7 +40,7 @@ from bench_gate_errors import QUESTION, SPACE, _uniform, dataset, instance_accur
 from pytest_reliable import MultipleChoice, text_model
 from pytest_reliable.gate import reliable_thresholds
 from pytest_reliable.markerspec import ReliableSpec
-from pytest_reliable.report.model import ReliableReport
+from pytest_reliable.results import ReliableReport
 from pytest_reliable.session import ReliableSession, Settings
 
 CONFIDENCE = 0.95

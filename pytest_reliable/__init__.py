@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from pytest_reliable.models.base import ModelResponse, SamplingParams
     from pytest_reliable.models.callables import chat_model, text_model
     from pytest_reliable.plugin import ReliableFixture, directional, invariance, mft, reliable
-    from pytest_reliable.report.model import ChecklistReport, ReliableReport
+    from pytest_reliable.results import ChecklistReport, ReliableReport
     from pytest_reliable.space import Space, Variant
     from pytest_reliable.tasks import Classification, Generation, Grade, MultipleChoice, Task
 
@@ -29,8 +29,8 @@ _LAZY: dict[str, str] = {
     "directional": "pytest_reliable.plugin",
     "mft": "pytest_reliable.plugin",
     "ReliableFixture": "pytest_reliable.plugin",
-    "ReliableReport": "pytest_reliable.report.model",
-    "ChecklistReport": "pytest_reliable.report.model",
+    "ReliableReport": "pytest_reliable.results",
+    "ChecklistReport": "pytest_reliable.results",
     "text_model": "pytest_reliable.models.callables",
     "chat_model": "pytest_reliable.models.callables",
     "Space": "pytest_reliable.space",

@@ -1,41 +1,16 @@
 """``python -m pytest_reliable html REPORT.json -o PAGE.html``: rebuild the HTML page of a run
-from its JSON report (``--reliable-report``), with no model call."""
+from its JSON report (``--reliable-report``), with no model call. It loads only the viewer
+(`pytest_reliable.report`): no numpy, no model code."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-
-class ReportFileError(Exception):
-    """A JSON report that cannot be read; the message names the problem and the fix."""
-
-
-def load_report(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        raise ReportFileError(f"{path} does not exist: give the file that "
-                              "--reliable-report PATH.json wrote.")
-    if path.is_dir():
-        raise ReportFileError(f"{path} is a directory: give the JSON file that "
-                              "--reliable-report PATH.json wrote.")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as error:
-        raise ReportFileError(f"{path} is not UTF-8 text ({error.reason} at byte "
-                              f"{error.start}): give the JSON file that --reliable-report "
-                              "wrote.") from None
-    except json.JSONDecodeError as error:
-        raise ReportFileError(f"{path} is not valid JSON (line {error.lineno}, column "
-                              f"{error.colno}: {error.msg}): give the file that --reliable-report "
-                              "wrote, complete.") from None
-    if not isinstance(data, dict) or not isinstance(data.get("tests"), list):
-        raise ReportFileError(f"{path} is JSON but not a pytest-reliable report (it has no "
-                              "'tests' list): give the file that --reliable-report wrote.")
-    return data
+from pytest_reliable.report.html import write_html
+from pytest_reliable.report.load import ReportFileError, load_report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -56,8 +31,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ReportFileError as error:
         parser.exit(2, f"{parser.prog} html: error: {error}\n")
     output: Path = args.output or args.report.with_suffix(".html")
-    from pytest_reliable.report.html import write_html
-
     try:
         write_html(report, output)
     except OSError as error:

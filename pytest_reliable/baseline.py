@@ -272,7 +272,7 @@ def _example(
 ) -> dict[str, Any] | None:
     """One prompt the baseline got right and the candidate wrong: the canonical pass first, then
     the most regressed group's cells, then any cell."""
-    from pytest_reliable.report.model import render_messages
+    from pytest_reliable.report.format import render_messages
 
     def base_score(cell: CellResult) -> float:
         if cell.resampling >= 0:

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy.typing as npt
 
 from pytest_reliable import stats
 from pytest_reliable.evaluation import ScoreMatrix
 from pytest_reliable.nstar_store import NStarEntry, NStarKey, NStarStore
+
+if TYPE_CHECKING:  # the JSON entry's shape; types only
+    from pytest_reliable.report.entries import NStarCurveEntry
 
 N_STAR_METHODS = stats.N_STAR_METHODS
 DEFAULT_METHOD = "bootstrap"
@@ -43,6 +47,8 @@ class NStarOutcome:
     extra_made: int = 0
     extra_cached: int = 0
     """Calls of a pilot on another reference model (not part of ``matrix``)."""
+    curve: NStarCurveEntry | None = None
+    """The pilot's curves that gave ``n_star`` (None when n* came from the store)."""
 
 
 RunFull = Callable[[int, bool], ScoreMatrix]
@@ -51,15 +57,28 @@ Extend = Callable[[ScoreMatrix, int], ScoreMatrix]
 """``extend(matrix, n)``: the model under test's resamplings ``matrix.n..n-1`` of the same plan."""
 
 
+def curve_entry(result: stats.NStarResult, computed_from: str) -> NStarCurveEntry:
+    """The curves of an n* result as the JSON entry stores them (what the HTML page draws)."""
+    return {
+        "computed_from": computed_from,
+        "method": result.method,
+        "n_scores": int(result.N),
+        "mean_upper": [float(v) for v in result.mean_upper],
+        "var_upper": [float(v) for v in result.var_upper],
+    }
+
+
 def find_n_star(
     pilot_scores: npt.ArrayLike, eps: float, delta: float, method: str, n_max: int
-) -> NStarEntry:
-    """n* of a pilot's per-resampling scores; with ``bootstrap`` the paper's n* rides along."""
+) -> tuple[NStarEntry, NStarCurveEntry]:
+    """n* of a pilot's per-resampling scores, and the curves it was read from; with
+    ``bootstrap`` the paper's n* rides along."""
     found = stats.min_reliable_n(pilot_scores, eps=eps, delta=delta, method=method, n_max=n_max)
     paper = None
     if method == "bootstrap":
         paper = int(stats.min_reliable_n(pilot_scores, eps=eps, delta=delta).n_star)
-    return NStarEntry(int(found.n_star), bool(found.reliable), float(found.achievable_eps), paper)
+    entry = NStarEntry(int(found.n_star), bool(found.reliable), float(found.achievable_eps), paper)
+    return entry, curve_entry(found, "pilot")
 
 
 def run_auto(
@@ -78,17 +97,17 @@ def run_auto(
         return _outcome(matrix, stored, "store", method, pilot_n=None)
 
     pilot = run(key.pilot_n, True)
-    entry = find_n_star(pilot.resampling_scores(), key.eps, key.delta, method, n_max)
+    entry, curve = find_n_star(pilot.resampling_scores(), key.eps, key.delta, method, n_max)
     store.put(key, entry)
     n_gate = min(entry.n_star, n_max)
     if not reference_is_model:
         matrix = run(n_gate, False)
         return _outcome(matrix, entry, "pilot", method, key.pilot_n,
-                        extra=(pilot.calls_made, pilot.calls_cached))
+                        extra=(pilot.calls_made, pilot.calls_cached), curve=curve)
     if n_gate <= pilot.n_resamplings:
         # The pilot's first n* resamplings are the gate, and every pilot call counts.
-        return _outcome(pilot.head(n_gate), entry, "pilot", method, key.pilot_n)
-    return _outcome(extend(pilot, n_gate), entry, "pilot", method, key.pilot_n)
+        return _outcome(pilot.head(n_gate), entry, "pilot", method, key.pilot_n, curve=curve)
+    return _outcome(extend(pilot, n_gate), entry, "pilot", method, key.pilot_n, curve=curve)
 
 
 def _outcome(
@@ -98,6 +117,7 @@ def _outcome(
     method: str,
     pilot_n: int | None,
     extra: tuple[int, int] = (0, 0),
+    curve: NStarCurveEntry | None = None,
 ) -> NStarOutcome:
     return NStarOutcome(
         matrix=matrix,
@@ -110,6 +130,7 @@ def _outcome(
         pilot_n=pilot_n,
         extra_made=extra[0],
         extra_cached=extra[1],
+        curve=curve,
     )
 
 
@@ -118,6 +139,7 @@ __all__ = [
     "DEFAULT_N_MAX",
     "N_STAR_METHODS",
     "NStarOutcome",
+    "curve_entry",
     "find_n_star",
     "run_auto",
 ]

@@ -37,7 +37,7 @@ from pytest_reliable.markerspec import (
 if TYPE_CHECKING:
     from pytest_reliable.data import Records
     from pytest_reliable.report.entries import Entry, ErrorEntry
-    from pytest_reliable.report.model import ChecklistReport, ReliableReport
+    from pytest_reliable.results import ChecklistReport, ReliableReport
     from pytest_reliable.session import Settings
     from pytest_reliable.tasks import Task
 

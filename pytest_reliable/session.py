@@ -41,7 +41,7 @@ from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, Relia
 from pytest_reliable.models.base import AsyncModel
 from pytest_reliable.nstar import DEFAULT_METHOD, DEFAULT_N_MAX, NStarOutcome, run_auto
 from pytest_reliable.nstar_store import NStarKey, NStarStore
-from pytest_reliable.report.model import ChecklistReport, ReliableReport
+from pytest_reliable.results import ChecklistReport, ReliableReport
 from pytest_reliable.runner import (
     Budget,
     ProgressEvent,
@@ -335,6 +335,7 @@ class ReliableSession:
         if auto is not None:
             n_star_source = auto.source
             summary.n_star, summary.n_star_reliable = auto.n_star, auto.reliable
+            summary.n_star_curve = auto.curve  # the curves that gave this n*: the pilot's
             summary.achievable_eps = auto.achievable_eps
         if summary.n_star is None:
             n_star_source = None

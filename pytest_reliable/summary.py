@@ -30,11 +30,17 @@ import numpy as np
 from pytest_reliable import stats
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.evaluation import CANONICAL, CellResult, ScoreMatrix
+from pytest_reliable.nstar import curve_entry
 from pytest_reliable.sampling import n_listed_units
 from pytest_reliable.space import PERMUTE_LISTED_MAX, Space
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only, so the core does not load the writers
-    from pytest_reliable.report.entries import GroupEntry, RangeEntry, SummaryFields
+    from pytest_reliable.report.entries import (
+        GroupEntry,
+        NStarCurveEntry,
+        RangeEntry,
+        SummaryFields,
+    )
     from pytest_reliable.tasks import Task
 
 NOISE_PERMUTATIONS = 200
@@ -376,6 +382,9 @@ class Summary:
     std_bound: stats.StdBound | None = None
     pass_at_k_bound: stats.ProportionBound | None = None
     pass_hat_k_bound: stats.ProportionBound | None = None
+    n_star_curve: NStarCurveEntry | None = None
+    """The curves ``n_star`` was read from (the report's ``n_star_curve``: the HTML page draws
+    them)."""
 
     def fields(self) -> SummaryFields:
         """The report fields of SPEC section 8 that come from the score matrix."""
@@ -433,12 +442,13 @@ def summarize(
     at_k_each = np.array([stats.pass_at_k(k, int(c), k) for c in successes])
     hat_k_each = np.array([stats.pass_hat_k(k, int(c), k) for c in successes])
     at_1 = float(matrix.canonical_scores.mean())
-    n_star = reliable = achievable = None
+    n_star = reliable = achievable = curve = None
     if matrix.n_resamplings >= 2:
         result = stats.min_reliable_n(per_resampling, eps=eps, delta=delta)
         n_star, reliable, achievable = (
             int(result.n_star), bool(result.reliable), float(result.achievable_eps)
         )
+        curve = curve_entry(result, "resamplings")
     cells = matrix.resampling_cells()
     shape = (matrix.n_resamplings, matrix.n_instances)
     orders_lab = orders_labelling(matrix, cells, order_group_by)
@@ -485,4 +495,5 @@ def summarize(
                    if per_resampling.size else None),
         pass_at_k_bound=stats.clustered_mean(at_k_each),
         pass_hat_k_bound=stats.clustered_mean(hat_k_each),
+        n_star_curve=curve,
     )

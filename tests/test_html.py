@@ -7,7 +7,10 @@ import base64
 import copy
 import hashlib
 import json
+import os
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -16,8 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_reliable import stats
+from pytest_reliable import Dataset, MultipleChoice, Space, stats, text_model
 from pytest_reliable.__main__ import main
+from pytest_reliable.markerspec import ReliableSpec
+from pytest_reliable.report.entries import ReliableEntry, json_safe
 from pytest_reliable.report.html import (
     CSS,
     LONG_TEXT_CHARS,
@@ -27,6 +32,7 @@ from pytest_reliable.report.html import (
     write_html,
 )
 from pytest_reliable.report.markdown import markdown_summary
+from pytest_reliable.session import ReliableSession, Settings
 
 FIXTURE = Path(__file__).parent / "data" / "report_full.json"
 ALLOWED_TAGS = {
@@ -153,26 +159,123 @@ def test_the_page_is_a_function_of_the_json_alone() -> None:
 
 
 def json_round(report: dict[str, Any]) -> dict[str, Any]:
-    from pytest_reliable.report.model import json_safe
-
     return dict(json_safe(report))
 
 
-def test_the_n_star_curve_is_stats_min_reliable_n_of_the_resampling_scores() -> None:
+def n_star_polylines(page: str) -> list[list[tuple[float, float]]]:
+    section = page[page.index("<h3>n* convergence"):]
+    section = section[:section.index("</svg>")] if "</svg>" in section else ""
+    return [[tuple(map(float, point.split(","))) for point in found.split()]  # type: ignore[misc]
+            for found in re.findall(r'<polyline points="([^"]+)"', section)]
+
+
+def test_the_page_draws_the_stored_n_star_curve_and_computes_none() -> None:
     report = full_report()
     entry = report["tests"][0]
+    curve = entry["n_star_curve"]
+    assert curve["computed_from"] == "resamplings" and curve["method"] == "paper"
+    # The stored curve is the one the run computed from its resamplings (summary.summarize).
     result = stats.min_reliable_n(entry["resampling_scores"], eps=entry["eps"],
                                   delta=entry["delta"])
+    assert curve["mean_upper"] == list(result.mean_upper)
+    assert curve["var_upper"] == list(result.var_upper)
     page = render_html({**report, "tests": [entry]})
-    section = page[page.index("<h3>n* convergence"):page.index("<h3>Against the baseline")]
-    curves = re.findall(r'<polyline points="([^"]+)"', section)
-    assert len(curves) == 2
-    assert all(len(c.split()) == len(result.mean_upper) for c in curves)
-    assert f"n* = {result.n_star}" in section
-    # Without per-resampling scores there is no curve, and the page says why.
+    lines = n_star_polylines(page)
+    assert [len(line) for line in lines] == [len(curve["mean_upper"]), len(curve["var_upper"])]
+    assert f"n* = {entry['n_star']}" in page
+    assert "this test's 40 per-resampling scores (paper)" in page
+    # The page draws what is stored, not a recomputation: without the scores the curve stays,
+    # and a changed curve is drawn changed.
     del entry["resampling_scores"]
+    assert n_star_polylines(render_html({**report, "tests": [entry]})) == lines
+    curve["mean_upper"] = [0.1] * len(curve["mean_upper"])
+    flat = n_star_polylines(render_html({**report, "tests": [entry]}))[0]
+    assert len({y for _, y in flat}) == 1 and flat != lines[0]
+
+
+@pytest.mark.parametrize(("source", "why"), [
+    ("store", "n* came from the n* store (an earlier run's pilot), which keeps n*, not the "
+              "pilot's curves"),
+    ("resamplings", "the report carries no n* curve"),
+])
+def test_without_a_stored_curve_the_page_says_why(source: str, why: str) -> None:
+    report = full_report()
+    entry = report["tests"][0]
+    entry.update(n_star_curve=None, n_star_source=source)
     page = render_html({**report, "tests": [entry]})
-    assert "No curve: it needs the per-resampling scores" in page
+    assert f"No curve: {why}" in page
+    assert n_star_polylines(page) == []
+    assert_inert(page)
+
+
+def right_or_unsure(prompt: str) -> str:
+    """The right option's label on about 60% of the prompts (fixed per prompt), else "?"."""
+    right = next((line.strip()[1] for line in prompt.splitlines() if "right" in line), "?")
+    return right if hashlib.sha256(prompt.encode()).digest()[0] < 150 else "?"
+
+
+def n_star_session(tmp_path: Path, n: int | str, method: str = "paper") -> ReliableSession:
+    space = Space.from_mapping("fmt", {"wrapper": ["({})", "[{}]", "{}."],
+                                       "casing": ["identity", "upper", "lower"]})
+    settings = Settings(rootdir=tmp_path, no_cache=True, n=n, pilot_n=20, n_method=method,
+                        store_dir=tmp_path / f"n_star_{method}")
+    return ReliableSession(settings, {"fmt": space})
+
+
+def run_entry(session: ReliableSession) -> ReliableEntry:
+    data = Dataset.from_records([
+        {"question": f"Question {i}?", "choices": ["wrong", "right", "other"], "answer": "right"}
+        for i in range(8)])
+    report = session.run_reliable("t.py::t", data, MultipleChoice(),
+                                  ReliableSpec(space="fmt", eps=0.05), text_model(
+                                      right_or_unsure, id="m"))
+    return report.entry("passed")
+
+
+def first_crossing(curve: list[float], eps: float) -> int:
+    return next(n for n, value in enumerate(curve, start=1) if value <= eps + 1e-12)
+
+
+def test_under_n_auto_the_curve_is_the_pilots_that_gave_n_star(tmp_path: Path) -> None:
+    # paper: the pilot's 20 scores gave n* < 20; the gate is the pilot's first n* resamplings.
+    entry = run_entry(n_star_session(tmp_path, "auto"))
+    curve = entry["n_star_curve"]
+    assert curve is not None and entry["n_star"] is not None and entry["n_resamplings"]
+    assert (entry["n_star_source"], curve["computed_from"], curve["method"]) == (
+        "pilot", "pilot", "paper")
+    assert curve["n_scores"] == len(curve["mean_upper"]) == 20 > entry["n_resamplings"]
+    n_star = max(first_crossing(curve["mean_upper"], 0.05), first_crossing(curve["var_upper"], 0.05))
+    assert n_star == entry["n_star"] == entry["n_resamplings"]
+    # The same 20 resamplings run with a fixed n store the same curve (plans are prefix-consistent):
+    # the pilot's, not one over the gate's n* resamplings (what the page drew before).
+    fixed = run_entry(n_star_session(tmp_path, 20))
+    assert fixed["n_star_curve"] is not None
+    assert fixed["n_star_curve"]["computed_from"] == "resamplings"
+    assert fixed["n_star_curve"]["mean_upper"] == curve["mean_upper"]
+    assert fixed["n_star_curve"]["var_upper"] == curve["var_upper"]
+    assert entry["resampling_scores"] == fixed["resampling_scores"][:n_star]
+    page = render_html({"tests": [entry]})
+    assert [len(line) for line in n_star_polylines(page)] == [20, 20]
+    assert f"n* = {n_star}" in page and "the pilot's 20 per-resampling scores" in page
+    # The next run reads n* from the store: no pilot ran, so no curve, and the page says so.
+    stored = run_entry(n_star_session(tmp_path, "auto"))
+    assert (stored["n_star_source"], stored["n_star_curve"]) == ("store", None)
+    assert "No curve: n* came from the n* store" in render_html({"tests": [stored]})
+
+
+def test_under_n_auto_bootstrap_the_curve_is_the_pilots_bootstrap_curve(tmp_path: Path) -> None:
+    entry = run_entry(n_star_session(tmp_path, "auto", method="bootstrap"))
+    curve = entry["n_star_curve"]
+    assert curve is not None and entry["resampling_scores"] is not None
+    assert (curve["computed_from"], curve["method"], curve["n_scores"]) == (
+        "pilot", "bootstrap", 20)
+    # n* > 20 here: the gate extended the pilot, so the pilot is the gate's first 20 resamplings.
+    assert entry["n_star"] is not None and entry["n_star"] > 20
+    pilot = stats.min_reliable_n(entry["resampling_scores"][:20], eps=0.05, delta=0.1,
+                                 method="bootstrap")
+    assert curve["mean_upper"] == list(pilot.mean_upper)
+    assert curve["var_upper"] == list(pilot.var_upper)
+    assert pilot.n_star == entry["n_star"]
 
 
 def test_a_not_reliable_n_star_says_so_with_the_eps_it_vouches_for() -> None:
@@ -268,6 +371,24 @@ def test_the_rebuild_command_writes_the_same_page(tmp_path: Path,
     ('{"tests": [', "is not valid JSON (line 1, column 12"),
     ('[1, 2]', "is JSON but not a pytest-reliable report (it has no 'tests' list)"),
     (b"\xff\xfe{}", "is not UTF-8 text"),
+    ('{"schema_version": 99, "pytest_reliable_version": "9.1.0", "tests": []}',
+     "has schema_version 99, written by pytest-reliable 9.1.0; this pytest-reliable (0.1.0) "
+     "reads schema_version 1: upgrade pytest-reliable (python -m pip install -U "
+     "pytest-reliable) and rebuild the page with it."),
+    ('{"schema_version": "1", "tests": []}',
+     'has schema_version "1", which no pytest-reliable writes (this one reads 1)'),
+    ('{"schema_version": true, "tests": []}', "has schema_version true, which no"),
+    ('{"tests": []}', "has no schema_version, so it is not a report pytest-reliable wrote"),
+    ('{"schema_version": 1, "tests": "all passed"}',
+     "'tests' is a string, not a list of test entries"),
+    ('{"schema_version": 1, "tests": [{"nodeid": "t"}, 7]}',
+     "tests[1] is an integer, not an object (one test's entry)"),
+    ('{"schema_version": 1, "seed": "zero", "tests": []}', "'seed' is a string, not an integer"),
+    ('{"schema_version": 1, "tests": []}'.replace("[]", "[" * 100_000 + "]" * 100_000),
+     "nests arrays or objects more than 100 deep (a report nests about 6 deep)"),
+    ('{"schema_version": 1, "tests": [{"nodeid": "t", "baseline": %s}]}'
+     % ("[" * 500 + "]" * 500), "nests arrays or objects more than 100 deep"),
+    ('{"schema_version": 1, "seed": 1%s, "tests": []}' % ("0" * 5000), "is not JSON this reader"),
 ])
 def test_the_rebuild_command_explains_a_bad_report(tmp_path: Path, content: Any, expected: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
@@ -280,5 +401,67 @@ def test_the_rebuild_command_explains_a_bad_report(tmp_path: Path, content: Any,
         main(["html", str(path), "-o", str(tmp_path / "page.html")])
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert expected in err and "Traceback" not in err
+    assert expected in err and str(path) in err and "Traceback" not in err
     assert not (tmp_path / "page.html").exists()
+
+
+def run_module(*args: str) -> subprocess.CompletedProcess[str]:
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *sys.path])}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
+                          timeout=120, check=False)
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    ("[" * 100_000 + "]" * 100_000, "nests arrays or objects more than 100 deep"),
+    ('{"schema_version": 99, "tests": []}', "has schema_version 99, written by a newer "
+                                            "pytest-reliable"),
+])
+def test_the_rebuild_command_stops_cleanly_on_a_hostile_report(tmp_path: Path, content: str,
+                                                               expected: str) -> None:
+    # Issue 20, hostile items 10 and 13, as a user meets them: exit 2, the file named, no trace.
+    path = tmp_path / "hostile.json"
+    path.write_text(content)
+    done = run_module("-m", "pytest_reliable", "html", str(path))
+    assert done.returncode == 2, done.stderr
+    assert expected in done.stderr and str(path) in done.stderr
+    assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr
+    assert not path.with_suffix(".html").exists()
+
+
+def imported_modules(importtime_stderr: str) -> set[str]:
+    """The modules a ``python -X importtime`` run imported (its stderr's last column)."""
+    return {line.rsplit("|", 1)[1].strip() for line in importtime_stderr.splitlines()
+            if line.startswith("import time:") and "|" in line}
+
+
+VIEWER_OUTSIDE_REPORT = {"pytest_reliable", "pytest_reliable.__main__", "pytest_reliable.files"}
+"""What the viewer may load from the package besides ``pytest_reliable.report``."""
+HEAVY = {"numpy", "scipy", "statsmodels", "pytest"}
+
+
+def assert_only_the_viewer(modules: set[str]) -> None:
+    assert "pytest_reliable.report.html" in modules
+    assert not modules & HEAVY, sorted(modules & HEAVY)
+    ours = {m for m in modules if m.split(".")[0] == "pytest_reliable"}
+    assert {m for m in ours if not m.startswith("pytest_reliable.report")} <= \
+        VIEWER_OUTSIDE_REPORT, sorted(ours)
+
+
+def test_the_viewer_imports_no_numpy_nor_any_statistics() -> None:
+    # DESIGN: report/ is a pure viewer, importable without numpy (a saved JSON renders anywhere).
+    modules = [f"pytest_reliable.report.{p.stem}" for p in
+               (Path(__file__).resolve().parent.parent / "pytest_reliable" / "report").glob("*.py")
+               if p.stem != "__init__"]
+    done = run_module("-X", "importtime", "-c", "; ".join(f"import {m}" for m in modules))
+    assert done.returncode == 0, done.stderr
+    assert_only_the_viewer(imported_modules(done.stderr))
+
+
+def test_rebuilding_the_page_from_the_cli_imports_no_numpy(tmp_path: Path) -> None:
+    page = tmp_path / "page.html"
+    done = run_module("-X", "importtime", "-m", "pytest_reliable", "html", str(FIXTURE), "-o",
+                      str(page))
+    assert done.returncode == 0, done.stderr
+    assert_only_the_viewer(imported_modules(done.stderr))
+    assert page.read_text(encoding="utf-8") == render_html(full_report())

@@ -124,3 +124,21 @@ def test_json_report_keeps_a_lone_surrogate_as_an_escape(tmp_path: Path) -> None
     path = tmp_path / "report.json"
     write_report({"tests": [{"nodeid": "t", "answer": "A\ud800 é"}]}, path)
     assert json.loads(path.read_text(encoding="utf-8"))["tests"][0]["answer"] == "A\ud800 é"
+
+
+def test_json_safe_turns_numpy_values_into_json_without_importing_numpy(tmp_path: Path) -> None:
+    """The writers recognise numpy by duck typing (``tolist``), so report/ never imports numpy;
+    what a run hands them (numpy scalars and arrays, tuples, NaN) is written as plain JSON."""
+    np = pytest.importorskip("numpy")
+    from pytest_reliable.report.entries import json_safe
+
+    value = {"mean": np.float64(0.5), "n": np.int64(3), "ok": np.bool_(True),
+             "nan": np.float32("nan"), "curve": np.array([0.25, np.inf]),
+             "matrix": np.arange(4).reshape(2, 2), "pair": (np.float64(1.0), None), 7: "key"}
+    safe = json_safe(value)
+    assert safe == {"mean": 0.5, "n": 3, "ok": True, "nan": None, "curve": [0.25, None],
+                    "matrix": [[0, 1], [2, 3]], "pair": [1.0, None], "7": "key"}
+    assert [type(safe[k]) for k in ("mean", "n", "ok")] == [float, int, bool]
+    path = tmp_path / "report.json"
+    write_report({"tests": [value]}, path)
+    assert json.loads(path.read_text(encoding="utf-8"))["tests"][0] == safe

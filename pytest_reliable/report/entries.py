@@ -1,16 +1,20 @@
-"""The shape of one test's entry in the JSON report (SPEC section 8), defined once.
+"""The shape of the JSON report (SPEC section 8) and of one test's entry in it, defined once.
 
-`ReliableReport.entry` and `ChecklistReport.entry` (report/model.py) build these; the writers
-(terminal, JSON, JUnit, Markdown, HTML) and pytest-xdist's controller read them. Changing a key
-here changes the published JSON: acceptance tests outside the repository read it.
+`ReliableReport.entry` and `ChecklistReport.entry` (`pytest_reliable.results`) build the entries;
+the writers (terminal, JSON, JUnit, Markdown, HTML) and pytest-xdist's controller read them.
+Changing a key here changes the published JSON: acceptance tests outside the repository read it.
 
-Values are JSON-safe (`model.json_safe`: NaN/inf become null), so statistics that a Python object
-holds as a float are ``float | None`` in an entry. The ``baseline`` section (SPEC 9) stays a plain
+Values are JSON-safe (`json_safe`: NaN/inf become null), so statistics that a Python object holds
+as a float are ``float | None`` in an entry. The ``baseline`` section (SPEC 9) stays a plain
 mapping here: its shape belongs to `pytest_reliable.baseline`.
+
+Everything the HTML page draws is stored here (the page computes no statistic): e.g. the n* curves
+(``n_star_curve``), not only n*.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, TypedDict
 
 
@@ -115,9 +119,27 @@ class InstanceEntry(TypedDict):
     canonical: list[float]
 
 
+class NStarCurveEntry(TypedDict):
+    """The curves n* was read from (`stats.NStarResult`): for n = 1, 2, ... (index n - 1), the
+    (1 - delta/2) percentile of how far the mean (``mean_upper``) and the population variance
+    (``var_upper``) of n resamplings fall from those of all ``n_scores`` scores. n* is the first
+    n where both are within eps."""
+
+    computed_from: str
+    """"pilot" (``--reliable-n auto``: the pilot whose curves gave this run's n*) or
+    "resamplings" (the test's own resamplings, without auto)."""
+    method: str
+    """"paper" (subsets of the scores) or "bootstrap" (fresh resamples, up to the cap)."""
+    n_scores: int
+    """The per-resampling scores the curves were computed from (the pilot's size under auto)."""
+    mean_upper: list[float]
+    var_upper: list[float]
+
+
 class ReliableEntry(TypedDict):
-    """A ``reliable`` test. The statistics (the `SummaryFields` keys, plus ``resampling_scores``,
-    ``per_instance`` and ``baseline``) are null when the verdict is ``error``."""
+    """A ``reliable`` test. The statistics (the `SummaryFields` keys, plus ``n_star_curve``,
+    ``resampling_scores``, ``per_instance`` and ``baseline``) are null when the verdict is
+    ``error``."""
 
     nodeid: str
     kind: str
@@ -150,6 +172,9 @@ class ReliableEntry(TypedDict):
     n_star_method: str | None
     n_star_paper: int | None
     pilot_n: int | None
+    n_star_curve: NStarCurveEntry | None
+    """The curves behind ``n_star``; null when n* came from the n* store (it keeps n*, not the
+    pilot's curves), without n* (fewer than 2 resamplings) and when the verdict is ``error``."""
     stopped_early: bool
     stop_reason: str | None
     calls: CallsEntry
@@ -210,3 +235,38 @@ class ErrorEntry(_ErrorRequired, total=False):
 
 Entry = ReliableEntry | ChecklistEntry | ErrorEntry
 """One element of the JSON report's ``tests`` list."""
+
+
+class _ReportRequired(TypedDict):
+    schema_version: int
+    tests: list[Entry]
+
+
+class ReportDocument(_ReportRequired, total=False):
+    """The whole JSON report (`json_report.build_report` writes every key; `load.load_report`
+    checks the ones present have these types)."""
+
+    pytest_reliable_version: str
+    created: str
+    seed: int
+    model: str | None
+    space_hash: str | None
+
+
+def json_safe(value: Any) -> Any:
+    """NaN/inf -> None, tuples -> lists, numpy scalars and arrays -> Python: what JSON and execnet
+    carry. numpy is recognised by its ``tolist`` (duck typing), so the writers never import it."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if not isinstance(value, (str, bytes)):
+        if hasattr(value, "tolist"):  # a numpy scalar -> its Python value, an array -> lists
+            return json_safe(value.tolist())
+        if hasattr(value, "item"):
+            value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)

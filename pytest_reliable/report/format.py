@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 MISSING = "-"
@@ -231,6 +232,26 @@ def cut_message(message: str) -> str:
     """A failure message with every line and the whole bounded."""
     lines = [cut_text(line, LINE_LIMIT) for line in message.splitlines()]
     return cut_text("\n".join(lines), MESSAGE_LIMIT)
+
+
+def render_messages(messages: Iterable[Mapping[str, str]]) -> str:
+    """A chat prompt as a person reads it: one block per message, with its role."""
+    return "\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)
+
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate (a model can answer one; UTF-8 cannot hold it) as U+FFFD."""
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def printable(text: str) -> str:
+    """``text`` without terminal escape sequences, other control characters as U+FFFD (newlines
+    and tabs kept): what a page may show of a model's answer."""
+    return _CONTROL.sub("\ufffd", _ANSI.sub("", text))
 
 
 def cut_strings(value: Any, limit: int = TEXT_LIMIT) -> Any:

@@ -1,10 +1,12 @@
 """The HTML page of ``--reliable-html PATH.html`` (SPEC section 8): the release decision as a page.
 
 The page is built from the JSON report dict alone, so ``python -m pytest_reliable html REPORT.json``
-rebuilds the same bytes later. Charts are inline SVG drawn here from the numbers: no JavaScript, no
-charting library, nothing fetched at view time; a Content-Security-Policy forbids every script and
-every load, so even a text that escaped escaping could run nothing. Any field may be missing (other
-versions write other subsets): it then reads "not reported".
+rebuilds the same bytes later. It is a viewer: every number it shows or draws is a field of the
+report (the n* curves too); it computes no statistic and imports no numpy. Charts are inline SVG
+(`report.charts`): no JavaScript, no charting library, nothing fetched at view time; a
+Content-Security-Policy forbids every script and every load, so even a text that escaped escaping
+could run nothing. Any field may be missing (other versions write other subsets): it then reads
+"not reported".
 
 Every string that came from a model, a dataset or the JSON file goes through `_text`: lone
 surrogates and control characters (ANSI escapes) are replaced, huge texts truncated with a note,
@@ -16,7 +18,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-import inspect
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,25 +26,26 @@ from typing import Any, TypeGuard
 from urllib.parse import quote
 
 from pytest_reliable.files import write_atomic
-from pytest_reliable.report.format import RATE_NAMES, short_nodeids
-from pytest_reliable.report.model import json_safe
+from pytest_reliable.report.charts import (
+    COLORS,
+    distribution_chart,
+    interval_chart,
+    line_chart,
+    tick_label,
+)
+from pytest_reliable.report.entries import json_safe
+from pytest_reliable.report.format import RATE_NAMES, encodable, printable, short_nodeids
 
 NOT_REPORTED = '<span class="na">not reported</span>'
 LONG_TEXT_CHARS = 4000
 """Prompts and answers: enough for any real prompt; a 1 MB answer is cut with a note."""
 CELL_CHARS = 300
-LABEL_CHARS = 60
 MAX_GROUPS_SHOWN = 40
 """Groups per chart (worst first); the JSON report has every group."""
-MAX_POINTS_DRAWN = 300
-"""Above this many values a distribution is drawn as a box alone, without its dots."""
 OPEN_BLOCKING_AT_MOST = 3
 """Blocking tests are shown open when there are this few; otherwise every test starts closed."""
 ORP_D_MAX = 0.3
 """`stats.orp`'s default d_max, used when the report does not give the d grid."""
-
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 CSS = """
 :root{--pass:#1a7f37;--fail:#c62828;--error:#b26a00;--ink:#1f2328;--muted:#59636e;--line:#d1d9e0;
@@ -92,33 +94,19 @@ CSP = (
     "base-uri 'none'; form-action 'none'"
 )
 
-COLORS = {"main": "#0b57d0", "second": "#c55a11", "limit": "#c62828", "grid": "#d1d9e0",
-          "box": "#dbe7fb", "dot": "#0b57d0", "zero": "#59636e"}
 
 
 # -- text and numbers -------------------------------------------------------------------------
 def _text(value: Any, limit: int = CELL_CHARS) -> str:
     """Model or dataset text as safe HTML: cleaned, truncated with a note, escaped."""
-    text = value if isinstance(value, str) else str(value)
-    # Lone surrogates cannot be written as UTF-8: each becomes U+FFFD.
-    text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    text = encodable(value if isinstance(value, str) else str(value))
     note = ""
     if len(text) > limit:
         note = (f' <span class="note">[{len(text) - limit:,} more characters not shown; the JSON '
                 "report has the full text]</span>")
         text = text[:limit]
-    text = _CONTROL.sub("\ufffd", _ANSI.sub("", text.replace("\r\n", "\n")))
+    text = printable(text.replace("\r\n", "\n"))
     return html.escape(text, quote=True) + note
-
-
-def _plain(value: Any, limit: int = LABEL_CHARS) -> str:
-    """A short label for SVG text: cleaned, cut with an ellipsis, escaped."""
-    text = value if isinstance(value, str) else str(value)
-    text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    text = _CONTROL.sub("\ufffd", _ANSI.sub("", text)).replace("\n", " ")
-    if len(text) > limit:
-        text = text[: limit - 1] + "\u2026"
-    return html.escape(text, quote=True)
 
 
 def _is_num(value: Any) -> TypeGuard[float]:
@@ -183,207 +171,6 @@ def _verdict_class(verdict: Any) -> str:
 def _badge(verdict: Any) -> str:
     label = _text(verdict, 20) if verdict else "no verdict"
     return f'<span class="badge {_verdict_class(verdict)}">{label}</span>'
-
-
-# -- SVG --------------------------------------------------------------------------------------
-def _f(value: float) -> str:
-    """SVG coordinates with one decimal: deterministic and short."""
-    return f"{value:.1f}"
-
-
-class _Scale:
-    """A linear map from a data domain to pixels."""
-
-    def __init__(self, lo: float, hi: float, start: float, end: float) -> None:
-        if hi <= lo:
-            hi = lo + 1.0
-        self.lo, self.hi, self.start, self.end = lo, hi, start, end
-
-    def __call__(self, value: float) -> float:
-        clipped = min(max(value, self.lo), self.hi)
-        return self.start + (clipped - self.lo) / (self.hi - self.lo) * (self.end - self.start)
-
-
-def _ticks(lo: float, hi: float, count: int = 5) -> list[float]:
-    span = hi - lo
-    if span <= 0:
-        return [lo]
-    raw = span / count
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    first = math.ceil(lo / step - 1e-9) * step
-    ticks = []
-    value = first
-    while value <= hi + step * 1e-9:
-        ticks.append(round(value, 10))
-        value += step
-    return ticks
-
-
-def _tick_label(value: float) -> str:
-    text = f"{value:.3f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
-
-
-def _svg(width: int, height: int, label: str, body: list[str]) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
-            f'width="{width}" height="{height}" role="img" aria-label="{_plain(label, 200)}">'
-            + "".join(body) + "</svg>")
-
-
-def _x_axis(scale: _Scale, top: float, bottom: float, ticks: list[float]) -> list[str]:
-    parts = []
-    for tick in ticks:
-        x = _f(scale(tick))
-        parts.append(f'<line x1="{x}" y1="{_f(top)}" x2="{x}" y2="{_f(bottom)}" '
-                     f'stroke="{COLORS["grid"]}" stroke-width="1"/>')
-        parts.append(f'<text x="{x}" y="{_f(bottom + 13)}" text-anchor="middle" '
-                     f'class="muted">{_tick_label(tick)}</text>')
-    return parts
-
-
-def _vline(scale: _Scale, value: float, top: float, bottom: float, label: str,
-           color: str) -> list[str]:
-    x = _f(scale(value))
-    return [(f'<line x1="{x}" y1="{_f(top)}" x2="{x}" y2="{_f(bottom)}" stroke="{color}" '
-            f'stroke-width="1.5" stroke-dasharray="5 3"/>'),
-            (f'<text x="{x}" y="{_f(top - 3)}" text-anchor="middle" fill="{color}">'
-            f"{_plain(label, 40)}</text>")]
-
-
-def _quantile(sorted_values: list[float], q: float) -> float:
-    """numpy's linear percentile, without numpy (a handful of values)."""
-    position = (len(sorted_values) - 1) * q
-    low = math.floor(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
-
-
-def distribution_chart(rows: list[tuple[str, list[float]]], limits: list[tuple[str, float]],
-                       label: str) -> str:
-    """One row per distribution on a shared 0-1 axis: a box (quartiles, whiskers min to max) where
-    there are 5 or more values, and every value as a dot (up to `MAX_POINTS_DRAWN`)."""
-    label_width, width, row_height = 210, 860, 44
-    top = 16 + 13 * max(len(limits), 1)
-    height = top + row_height * len(rows) + 24
-    scale = _Scale(0.0, 1.0, label_width + 10, width - 20)
-    bottom = top + row_height * len(rows)
-    body = _x_axis(scale, top, bottom, _ticks(0, 1, 4))
-    for index, (name, values) in enumerate(rows):
-        middle = top + row_height * index + row_height / 2
-        body.append(f'<text x="{label_width}" y="{_f(middle)}" text-anchor="end">'
-                    f"{_plain(name, 36)}</text>")
-        body.append(f'<text x="{label_width}" y="{_f(middle + 13)}" text-anchor="end" '
-                    f'class="muted">{len(values)} values</text>')
-        if not values:
-            body.append(f'<text x="{_f(scale(0))}" y="{_f(middle + 4)}" class="muted">'
-                        "not reported</text>")
-            continue
-        ordered = sorted(values)
-        low, high = _f(scale(ordered[0])), _f(scale(ordered[-1]))
-        median = _f(scale(_quantile(ordered, 0.5)))
-        if len(values) >= 5:
-            q1, q3 = scale(_quantile(ordered, 0.25)), scale(_quantile(ordered, 0.75))
-            body += [
-                (f'<line x1="{low}" y1="{_f(middle)}" x2="{high}" y2="{_f(middle)}" '
-                f'stroke="{COLORS["zero"]}"/>'),
-                (f'<line x1="{low}" y1="{_f(middle - 7)}" x2="{low}" y2="{_f(middle + 7)}" '
-                f'stroke="{COLORS["zero"]}"/>'),
-                (f'<line x1="{high}" y1="{_f(middle - 7)}" x2="{high}" y2="{_f(middle + 7)}" '
-                f'stroke="{COLORS["zero"]}"/>'),
-                (f'<rect x="{_f(q1)}" y="{_f(middle - 12)}" width="{_f(max(q3 - q1, 1.0))}" '
-                f'height="24" fill="{COLORS["box"]}" stroke="{COLORS["main"]}"/>'),
-            ]
-        body.append(f'<line x1="{median}" y1="{_f(middle - 13)}" x2="{median}" '
-                    f'y2="{_f(middle + 13)}" stroke="{COLORS["main"]}" stroke-width="2.5"/>')
-        if len(values) <= MAX_POINTS_DRAWN:
-            for i, value in enumerate(values):
-                jitter = ((i * 0.6180339887) % 1.0 - 0.5) * 16  # deterministic spread
-                body.append(f'<circle cx="{_f(scale(value))}" cy="{_f(middle + jitter)}" r="2.6" '
-                            f'fill="{COLORS["dot"]}" fill-opacity="0.55"/>')
-    for index, (name, value) in enumerate(sorted(limits, key=lambda item: item[1])):
-        body += _vline(scale, value, top - 4 - 13 * index, bottom,
-                       f"{name} {_tick_label(value)}", COLORS["limit"])
-    return _svg(width, height, label, body)
-
-
-def interval_chart(rows: list[tuple[str, float, float | None, float | None, str]],
-                   label: str, *, domain: tuple[float, float] = (0.0, 1.0),
-                   references: Sequence[tuple[str, float, str]] = ()) -> str:
-    """A dot per group with its interval as a whisker: rows of (label, estimate, low, high, note).
-    ``references`` are dashed vertical lines (a limit, zero)."""
-    label_width, width, row_height = 330, 860, 22
-    top = 12 + 13 * max(len(references), 1)
-    height = top + row_height * len(rows) + 22
-    scale = _Scale(domain[0], domain[1], label_width + 10, width - 100)
-    bottom = top + row_height * len(rows)
-    body = _x_axis(scale, top, bottom, _ticks(domain[0], domain[1], 4))
-    for index, (name, value, color) in enumerate(references):
-        body += _vline(scale, value, top - 4 - 13 * index, bottom, name, color)
-    for index, (name, estimate, low, high, note) in enumerate(rows):
-        middle = top + row_height * index + row_height / 2
-        body.append(f'<text x="{label_width}" y="{_f(middle + 4)}" text-anchor="end">'
-                    f"{_plain(name)}</text>")
-        if low is not None and high is not None:
-            body.append(f'<line x1="{_f(scale(low))}" y1="{_f(middle)}" x2="{_f(scale(high))}" '
-                        f'y2="{_f(middle)}" stroke="{COLORS["main"]}" stroke-width="2"/>')
-        body.append(f'<circle cx="{_f(scale(estimate))}" cy="{_f(middle)}" r="4" '
-                    f'fill="{COLORS["main"]}"/>')
-        shown = _tick_label(round(estimate, 3)) + (f" {note}" if note else "")
-        body.append(f'<text x="{width - 92}" y="{_f(middle + 4)}" class="muted">'
-                    f"{_plain(shown, 22)}</text>")
-    return _svg(width, height, label, body)
-
-
-def line_chart(series: list[tuple[str, list[tuple[float, float]], str, bool]],
-               x_label: str, y_label: str, label: str, *,
-               hlines: Sequence[tuple[str, float]] = (), vlines: Sequence[tuple[str, float]] = (),
-               y_min: float = 0.0) -> str:
-    """Curves of (name, points, color, dashed) with labelled reference lines."""
-    width, height, left, right, top, bottom = 860, 280, 60, 20, 50, 240
-    xs = [x for _, points, _, _ in series for x, _ in points] + [v for _, v in vlines]
-    ys = [y for _, points, _, _ in series for _, y in points] + [v for _, v in hlines]
-    x_scale = _Scale(min(xs), max(xs), left, width - right)
-    y_hi = max(ys) * 1.08 if ys and max(ys) > y_min else y_min + 1.0
-    y_scale = _Scale(y_min, y_hi, bottom, top)
-    body: list[str] = []
-    for tick in _ticks(y_min, y_hi, 4):
-        y = _f(y_scale(tick))
-        body.append(f'<line x1="{left}" y1="{y}" x2="{width - right}" y2="{y}" '
-                    f'stroke="{COLORS["grid"]}"/>')
-        body.append(f'<text x="{left - 6}" y="{_f(y_scale(tick) + 4)}" text-anchor="end" '
-                    f'class="muted">{_tick_label(tick)}</text>')
-    for tick in _ticks(x_scale.lo, x_scale.hi, 8):
-        x = _f(x_scale(tick))
-        body.append(f'<text x="{x}" y="{bottom + 14}" text-anchor="middle" class="muted">'
-                    f"{_tick_label(tick)}</text>")
-    body.append(f'<text x="{_f((left + width - right) / 2)}" y="{height - 8}" '
-                f'text-anchor="middle" class="muted">{_plain(x_label, 80)}</text>')
-    body.append(f'<text x="{left}" y="14" class="muted">{_plain(y_label, 80)}</text>')
-    for name, value in hlines:
-        y = _f(y_scale(value))
-        body.append(f'<line x1="{left}" y1="{y}" x2="{width - right}" y2="{y}" '
-                    f'stroke="{COLORS["limit"]}" stroke-width="1.5" stroke-dasharray="5 3"/>')
-        body.append(f'<text x="{width - right}" y="{_f(y_scale(value) - 4)}" text-anchor="end" '
-                    f'fill="{COLORS["limit"]}">{_plain(name, 60)}</text>')
-    for name, value in vlines:
-        x = _f(x_scale(value))
-        body.append(f'<line x1="{x}" y1="{top}" x2="{x}" y2="{bottom}" stroke="{COLORS["zero"]}" '
-                    'stroke-width="1.5" stroke-dasharray="2 3"/>')
-        body.append(f'<text x="{_f(x_scale(value) + 4)}" y="{top + 10}">{_plain(name, 60)}</text>')
-    legend_x = left + 10
-    for name, points, color, dashed in series:
-        if not points:
-            continue
-        coords = " ".join(f"{_f(x_scale(x))},{_f(y_scale(y))}" for x, y in points)
-        dash = ' stroke-dasharray="6 4"' if dashed else ""
-        body.append(f'<polyline points="{coords}" fill="none" stroke="{color}" '
-                    f'stroke-width="2"{dash}/>')
-        body.append(f'<line x1="{legend_x}" y1="{top - 18}" x2="{legend_x + 22}" y2="{top - 18}" '
-                    f'stroke="{color}" stroke-width="2"{dash}/>')
-        body.append(f'<text x="{legend_x + 26}" y="{top - 14}">{_plain(name, 50)}</text>')
-        legend_x += 40 + 7 * len(name)
-    return _svg(width, height, label, body)
 
 
 # -- sections of one test ---------------------------------------------------------------------
@@ -595,26 +382,27 @@ def dimensions_section(entry: Mapping[str, Any]) -> str:
             "</p>")
 
 
-def _n_star_curves(entry: Mapping[str, Any]) -> tuple[list[float], list[float]] | None:
-    """The n* convergence curves, recomputed from the per-resampling scores (same as the run)."""
-    scores = _numbers(entry.get("resampling_scores"))
-    eps, delta = entry.get("eps"), entry.get("delta")
-    if len(scores) < 2 or not _is_num(eps) or not _is_num(delta):
-        return None
-    from pytest_reliable import stats
+def _curve_points(values: Any) -> list[tuple[float, float]]:
+    """(n, value) for n = 1, 2, ...: index n - 1 of a stored curve (a null point is left out)."""
+    if not isinstance(values, list):
+        return []
+    return [(float(i + 1), float(v)) for i, v in enumerate(values) if _is_num(v)]
 
-    kwargs: dict[str, Any] = {}
-    method = entry.get("n_star_method")
-    if method and "method" in inspect.signature(stats.min_reliable_n).parameters:
-        kwargs["method"] = method
-    try:
-        result = stats.min_reliable_n(scores, eps=float(eps), delta=float(delta), **kwargs)
-    except (ValueError, TypeError):
-        return None
-    return [float(v) for v in result.mean_upper], [float(v) for v in result.var_upper]
+
+N_STAR_DRAWS = {"paper": "drawn without replacement",
+                "bootstrap": "drawn with replacement, as fresh resamplings"}
+
+
+def _curve_scores(curve: Mapping[str, Any]) -> str:
+    """Whose scores the curves are over, in words."""
+    n_scores = _int(curve.get("n_scores"))
+    return {"pilot": f"the pilot's {n_scores} per-resampling scores",
+            "resamplings": f"this test's {n_scores} per-resampling scores",
+            }.get(str(curve.get("computed_from")), f"{n_scores} per-resampling scores")
 
 
 def n_star_section(entry: Mapping[str, Any]) -> str:
+    curve = _mapping(entry.get("n_star_curve"))
     facts = _facts([
         ("n*", _int(entry.get("n_star"))
          + ("" if entry.get("n_star_reliable") is not False else
@@ -625,30 +413,35 @@ def n_star_section(entry: Mapping[str, Any]) -> str:
         ("paper's n*", _int(entry.get("n_star_paper"))),
         ("eps / delta", f"{_word(entry.get('eps'))} / {_word(entry.get('delta'))}"),
         ("pilot resamplings", _int(entry.get("pilot_n"))),
+        ("curves over", f"{_curve_scores(curve)} ({_word(curve.get('method'))})" if curve
+         else NOT_REPORTED),
     ])
-    curves = _n_star_curves(entry)
-    if curves is None:
-        return (f"<h3>n* convergence</h3>{facts}<p class=\"note\">No curve: it needs the "
-                "per-resampling scores (two or more), eps and delta in the report.</p>")
-    mean_upper, var_upper = curves
+    mean_upper, var_upper = _curve_points(curve.get("mean_upper")), _curve_points(
+        curve.get("var_upper"))
+    if not mean_upper and not var_upper:
+        why = ("n* came from the n* store (an earlier run's pilot), which keeps n*, not the "
+               "pilot's curves" if entry.get("n_star_source") == "store" else
+               "the report carries no n* curve (n* needs two or more resamplings; reports of "
+               "older versions do not store the curve)")
+        return f"<h3>n* convergence</h3>{facts}<p class=\"note\">No curve: {why}.</p>"
     series = [
-        ("mean deviation", [(float(i + 1), v) for i, v in enumerate(mean_upper)], COLORS["main"],
-         False),
-        ("variance deviation", [(float(i + 1), v) for i, v in enumerate(var_upper)],
-         COLORS["second"], True),
+        ("mean deviation", mean_upper, COLORS["main"], False),
+        ("variance deviation", var_upper, COLORS["second"], True),
     ]
-    eps = float(entry["eps"])
+    eps = entry.get("eps")
+    hlines = [(f"eps = {tick_label(float(eps))}", float(eps))] if _is_num(eps) else []
     n_star = entry.get("n_star")
-    vlines = [(f"n* = {int(n_star)}", float(n_star))] if _is_num(n_star) and n_star <= len(
-        mean_upper) else []
+    last_n = max(n for n, _ in mean_upper + var_upper)
+    # An n* beyond the curves (bootstrap, past the cap) is not marked: the facts above say it.
+    vlines = [(f"n* = {int(n_star)}", float(n_star))] if _is_num(n_star) and n_star <= last_n \
+        else []
     chart = line_chart(series, "resamplings n", "upper end of |deviation| (1 - delta/2 percentile)",
-                       "n* convergence curve", hlines=[(f"eps = {_tick_label(eps)}", eps)],
-                       vlines=vlines)
+                       "n* convergence curve", hlines=hlines, vlines=vlines)
+    draws = N_STAR_DRAWS.get(str(curve.get("method")))
     return (f"<h3>n* convergence</h3>{facts}{chart}"
             '<p class="caption">For each n, the (1 - delta/2) percentile of how far the mean and '
-            "the variance of n resamplings fall from those of all of them "
-            "(<code>stats.min_reliable_n</code> over this run's per-resampling scores); n* is "
-            "the first n where both are within eps.</p>")
+            f"the variance of n scores {draws or 'drawn'} from {_curve_scores(curve)} fall from "
+            "those of all of them; n* is the first n where both are within eps.</p>")
 
 
 def _baseline_groups(groups: Any) -> list[tuple[str, float, float | None, float | None, str]]:
@@ -700,7 +493,7 @@ def baseline_section(entry: Mapping[str, Any]) -> str:
         values = [v for row in rows for v in row[1:4] if v is not None]
         references = [("0", 0.0, COLORS["zero"])]
         if max_regression is not None:
-            references.append((f"-max_regression {_tick_label(-max_regression)}",
+            references.append((f"-max_regression {tick_label(-max_regression)}",
                                -max_regression, COLORS["limit"]))
             values.append(-max_regression)
         lo, hi = min(values + [0.0]), max(values + [0.0])
@@ -802,7 +595,7 @@ def checklist_body(entry: Mapping[str, Any]) -> str:
     if _is_num(entry.get("rate")):
         ok_low, ok_high = (float(low), float(high)) if _is_num(low) and _is_num(high) else (
             None, None)
-        references = [(f"{c.get('name')} {_tick_label(float(c['limit']))}", float(c["limit"]),
+        references = [(f"{c.get('name')} {tick_label(float(c['limit']))}", float(c["limit"]),
                        COLORS["limit"]) for c in _checks(entry)
                       if _is_num(c.get("limit")) and 0 <= c["limit"] <= 1]
         parts.append(interval_chart([(rate_name, float(entry["rate"]), ok_low, ok_high, "")],

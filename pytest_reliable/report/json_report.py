@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_reliable import __version__
 from pytest_reliable.files import write_atomic
-from pytest_reliable.report.model import json_safe
+from pytest_reliable.report.entries import json_safe
 
 if TYPE_CHECKING:
     from pytest_reliable.report.entries import Entry
@@ -26,7 +26,7 @@ def build_report(
     if model is None:
         models = {str(name) for e in tests if (name := e.get("model"))}
         model = models.pop() if len(models) == 1 else ("mixed" if models else None)
-    # Entries are JSON-safe already (`report.model`); `write_report` is where it is enforced.
+    # Entries are JSON-safe already (`results`); `write_report` is where it is enforced.
     return {
         "schema_version": SCHEMA_VERSION,
         "pytest_reliable_version": __version__,

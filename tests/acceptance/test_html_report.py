@@ -140,6 +140,54 @@ def test_a_hostile_model_breaks_nothing_in_the_page(pytester: pytest.Pytester) -
     assert "\x1b" not in text
 
 
+AUTO_TEST = '''
+import pytest
+from pytest_reliable import Dataset, MultipleChoice
+
+DATA = Dataset.from_records({dataset!r})
+
+@pytest.mark.reliable(space="wrappers", eps=0.05, delta=0.2)
+def test_auto(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+'''
+
+
+def test_under_n_auto_the_page_draws_the_pilots_curve_that_gave_n_star(
+        pytester: pytest.Pytester) -> None:
+    # The page used to recompute a curve from the gate's resamplings with the n* method: not the
+    # curve n* was read from. Now the JSON stores the pilot's curves and the page draws them.
+    write_project(pytester, test_file=AUTO_TEST)
+    page = pytester.path / "page.html"
+    _, report = run_json(pytester, "--reliable-n=auto", "--reliable-pilot-n=12",
+                         f"--reliable-html={page}")
+    entry = by_test(report)["test_auto"]
+    curve = entry["n_star_curve"]
+    assert entry["n_star_source"] == "pilot" and entry["n_star"] > 12  # the pilot was extended
+    assert (curve["computed_from"], curve["method"], curve["n_scores"]) == (
+        "pilot", "bootstrap", 12)
+    from pytest_reliable import stats  # the check, not the page, computes
+
+    pilot = stats.min_reliable_n(entry["resampling_scores"][:12], eps=0.05, delta=0.2,
+                                 method="bootstrap")
+    assert pilot.n_star == entry["n_star"]
+    assert curve["mean_upper"] == list(pilot.mean_upper)
+    assert curve["var_upper"] == list(pilot.var_upper)
+    text = page.read_text(encoding="utf-8")
+    section = text[text.index("<h3>n* convergence"):]
+    drawn = re.findall(r'<polyline points="([^"]+)"', section[:section.index("</svg>")])
+    assert [len(points.split()) for points in drawn] == [len(pilot.mean_upper)] * 2
+    assert f"n* = {entry['n_star']}</text>" in section
+    assert "the pilot's 12 per-resampling scores (bootstrap)" in section
+
+    # The next run takes n* from the store: no pilot ran, so there is no curve to draw.
+    again_page = pytester.path / "again.html"
+    _, again = run_json(pytester, "--reliable-n=auto", "--reliable-pilot-n=12",
+                        f"--reliable-html={again_page}", name="again.json")
+    stored = by_test(again)["test_auto"]
+    assert (stored["n_star_source"], stored["n_star_curve"]) == ("store", None)
+    assert "No curve: n* came from the n* store" in again_page.read_text(encoding="utf-8")
+
+
 # -- the real browser -----------------------------------------------------------------------
 def chromium_or_skip() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")

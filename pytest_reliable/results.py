@@ -1,13 +1,13 @@
-"""The report model: what one test produced, and its SPEC section 8 JSON entry.
+"""What one test produced, and its SPEC section 8 JSON entry.
 
 `ReliableReport` is what ``reliable.evaluate(...)`` returns; `ChecklistReport` what the CheckList
-methods return. Their ``entry()`` dicts are the only thing the writers (terminal, JSON, JUnit,
-Markdown) and pytest-xdist's controller ever see.
+methods return. Their ``entry()`` dicts (shaped by `report.entries`) are the only thing the writers
+in `report/` (terminal, JSON, JUnit, Markdown, HTML) and pytest-xdist's controller ever see: every
+number a report shows is computed here or before, never by a writer.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -21,8 +21,9 @@ from pytest_reliable.report.entries import (
     RangeEntry,
     ReliableEntry,
     SummaryFields,
+    json_safe,
 )
-from pytest_reliable.report.format import LINE_LIMIT, cut_text
+from pytest_reliable.report.format import LINE_LIMIT, cut_text, render_messages
 from pytest_reliable.space import Space
 from pytest_reliable.summary import Summary
 
@@ -33,19 +34,14 @@ PROMPT_SHOWN_CHARS = 1500
 RANGE_THRESHOLDS = ("min_worst", "max_spread", "min_median")
 STATISTICS = (
     "mean", "std", "canonical", "formats", "orders", "dimensions", "pass_at_1", "pass_at_k",
-    "pass_hat_k", "n_star", "n_star_reliable", "achievable_eps", "resampling_scores",
-    "per_instance", "baseline",
+    "pass_hat_k", "n_star", "n_star_reliable", "achievable_eps", "n_star_curve",
+    "resampling_scores", "per_instance", "baseline",
 )
 """Entry fields that are nulled when the test's calls did not all complete (verdict error)."""
 
 
 def _num(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
-
-
-def render_messages(messages: Any) -> str:
-    """A chat prompt as a person reads it: one block per message, with its role."""
-    return "\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)
 
 
 @dataclass
@@ -238,6 +234,7 @@ class ReliableReport:
             "n_star_method": self.n_star_method,
             "n_star_paper": self.n_star_paper,
             "pilot_n": self.pilot_n,
+            "n_star_curve": self.summary.n_star_curve,
             "stopped_early": self.stopped_early,
             "stop_reason": self.stop_reason,
             "calls": {"made": self.calls_made, "cached": self.calls_cached, **self.prompt_tokens},
@@ -349,18 +346,3 @@ class ChecklistReport:
 
 def _unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
-
-
-def json_safe(value: Any) -> Any:
-    """NaN/inf -> None, tuples -> lists, numpy scalars -> Python: what JSON and execnet carry."""
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return str(value)
