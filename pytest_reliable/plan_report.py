@@ -41,6 +41,7 @@ from scipy import stats as scipy_stats
 
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.stats import wilson_interval
+from pytest_reliable.vocabulary import DEFAULT_POLICY, RELIABLE_THRESHOLDS
 
 if TYPE_CHECKING:
     from pytest_reliable.data import Dataset, Records
@@ -53,16 +54,13 @@ POWER = 0.8
 """The probability the resolvable values are quoted at."""
 ASSUMED_RHO = 0.5
 """Intra-instance correlation assumed for the main figure (the range spans 0 to 1)."""
-POLICIES = ("pass-on-evidence", "fail-on-evidence", "estimate")
-DEFAULT_POLICY = "pass-on-evidence"
 METHOD = (
     "normal approximation with a design effect for intra-instance correlation rho (main figure "
     f"at rho={ASSUMED_RHO}, range for rho from 0 to 1); min_lower_ci exact (binomial through the "
     "Wilson bound); max_std exact under normality (chi-square)"
 )
-MIN_THRESHOLDS = ("min_score", "min_lower_ci", "min_median", "min_worst", "min_pass_at_k",
-                  "min_pass_hat_k")
-MAX_THRESHOLDS = ("max_spread", "max_std")
+MIN_THRESHOLDS = tuple(name for name, way in RELIABLE_THRESHOLDS.items() if way == "min")
+MAX_THRESHOLDS = tuple(name for name, way in RELIABLE_THRESHOLDS.items() if way == "max")
 WHAT = {
     "min_score": "score",
     "min_lower_ci": "canonical score",
