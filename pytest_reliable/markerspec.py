@@ -1,17 +1,23 @@
-"""Marker arguments: the allowed names, their defaults and their validation (SPEC section 4).
+"""Marker arguments: the allowed names, their types, defaults and validation (SPEC section 4).
 
 No pytest here: `parse_marker` turns a marker's kwargs into a frozen spec or raises
 `MarkerArgumentError`, which the plugin turns into a `pytest.UsageError` naming the test.
+
+The user's doors are typed: `ReliableArguments` is every ``@reliable`` argument (and every
+``reliable.evaluate(**overrides)`` key, which are the same), `InvarianceArguments`,
+`DirectionalArguments` and `MftArguments` the CheckList markers' (and their methods'), so
+``mypy --strict`` on a test that unpacks them catches ``min_scor=0.4``,
+``decide="pass_on_evidence"`` or ``n="ten"`` before a run does.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias, TypedDict
 
-from pytest_reliable.space import VALUE_DIMENSIONS
+from pytest_reliable.space import VALUE_DIMENSIONS, Space
 
 # The vocabulary (policies, modes, groupings, thresholds) lives in `pytest_reliable.vocabulary`;
 # these names stay importable from here, as they were before it moved.
@@ -91,6 +97,80 @@ class ChecklistSpec:
     """One of POLICIES; None = the project default (``--reliable-decide``)."""
     max_tokens: int = 32
     thresholds: dict[str, float] = field(default_factory=dict)
+
+
+# -- the user's doors, typed (total=False: every argument may be left out) -------------------------
+class ReliableArguments(TypedDict, total=False):
+    """``@pytest.mark.reliable(...)``'s arguments, also ``reliable.evaluate(**overrides)``'s.
+
+    A value of None means "not set" wherever the marker accepts it (an override of None clears
+    the marker's value). Names and values are validated by `parse_reliable` all the same: these
+    types are what a type checker can catch earlier.
+    """
+
+    space: str | Space | None
+    """A space declared under ``spaces:`` in reliable.yaml, or a `Space`."""
+    eps: float
+    delta: float
+    n: int | None
+    mode: Mode
+    confidence: float
+    temperature: float | None
+    k: int
+    min_cells: int
+    max_tokens: int
+    min_score: float | None
+    min_lower_ci: float | None
+    min_median: float | None
+    min_worst: float | None
+    max_spread: float | None
+    max_std: float | None
+    min_pass_at_k: float | None
+    min_pass_hat_k: float | None
+    decide: Policy | None
+    group_by: Grouping | list[str] | tuple[str, ...] | None
+    """A named grouping, or a list of the space's dimension names (see GROUPABLE_DIMENSIONS)."""
+    order_group_by: OrderGrouping
+    stop_early: bool | None
+    baseline: str | None
+    """A model name for the OpenAI-compatible adapter, or 'local' for the embedded model."""
+    max_regression: float | None
+
+
+PerturbArgument: TypeAlias = str | Callable[..., Any]
+"""A built-in perturbation's name, or a callable ``example -> list[example]``."""
+
+
+class _ChecklistArguments(TypedDict, total=False):
+    """The arguments every CheckList marker takes."""
+
+    space: str | Space | None
+    confidence: float
+    decide: Policy | None
+    max_tokens: int
+
+
+class InvarianceArguments(_ChecklistArguments, total=False):
+    """The ``invariance`` marker's arguments, also ``reliable.invariance(**overrides)``'s."""
+
+    perturb: PerturbArgument | Sequence[PerturbArgument]
+    tolerance: float | None
+    max_flip_rate: float | None
+
+
+class DirectionalArguments(_ChecklistArguments, total=False):
+    """The ``directional`` marker's arguments, also ``reliable.directional(**overrides)``'s."""
+
+    perturb: PerturbArgument | Sequence[PerturbArgument]
+    expect: Any
+    """A label, "flip", "increase", "decrease" or a callable ``(before, after) -> bool``."""
+    max_fail_rate: float | None
+
+
+class MftArguments(_ChecklistArguments, total=False):
+    """The ``mft`` marker's arguments, also ``reliable.mft(**overrides)``'s."""
+
+    min_pass: float
 
 
 CHECKLIST_DEFAULTS: dict[str, dict[str, float]] = {
