@@ -31,25 +31,30 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 from scipy import stats as _sps
 
 from pytest_reliable import stats
-from pytest_reliable.markerspec import CHECKLIST_THRESHOLDS, POLICIES, RELIABLE_THRESHOLDS
+
+# The vocabulary is `pytest_reliable.vocabulary`'s (light enough for the plugin's start-up); the
+# gate's own names for it stay importable from here.
+from pytest_reliable.vocabulary import CHECKLIST_DIRECTIONS as CHECKLIST_DIRECTIONS
+from pytest_reliable.vocabulary import DEFAULT_POLICY as DEFAULT_POLICY
+from pytest_reliable.vocabulary import DIRECTIONS as DIRECTIONS
+from pytest_reliable.vocabulary import ESTIMATE as ESTIMATE
+from pytest_reliable.vocabulary import FAIL_ON_EVIDENCE as FAIL_ON_EVIDENCE
+from pytest_reliable.vocabulary import MAX_REGRESSION as MAX_REGRESSION
+from pytest_reliable.vocabulary import PASS_ON_EVIDENCE as PASS_ON_EVIDENCE
+from pytest_reliable.vocabulary import POLICIES, RELIABLE_THRESHOLDS
+from pytest_reliable.vocabulary import Direction as Direction
 
 if TYPE_CHECKING:
     from pytest_reliable.markerspec import ReliableSpec
     from pytest_reliable.summary import Summary
 
-Direction = Literal["min", "max"]
-PASS_ON_EVIDENCE, FAIL_ON_EVIDENCE, ESTIMATE = POLICIES
-DEFAULT_POLICY = PASS_ON_EVIDENCE
-MAX_REGRESSION = "max_regression"
-DIRECTIONS: dict[str, Direction] = {**RELIABLE_THRESHOLDS, MAX_REGRESSION: "max"}  # type: ignore[dict-item]
-"""Every threshold a reliable test's gate decides, in report order."""
 _TOLERANCE = 1e-12
 FloatArray = npt.NDArray[np.float64]
 
@@ -238,13 +243,13 @@ def decide_thresholds(
     decide: str,
     confidence: float,
     fixed: dict[str, tuple[float, float | None, str]] | None = None,
-    directions: Mapping[str, str] = DIRECTIONS,
+    directions: Mapping[str, Direction] = DIRECTIONS,
 ) -> list[ThresholdCheck]:
     """Apply policy ``decide`` to the test's thresholds.
 
     ``claims``: name -> (limit, evidence). ``fixed``: thresholds that are already bounds and are
     compared as they are under every policy (``min_lower_ci``): name -> (limit, value, method).
-    ``directions``: every threshold name -> "min" | "max"; checks come back in its order.
+    ``directions``: every threshold name -> its `Direction`; checks come back in its order.
     """
     if decide not in POLICIES:
         raise ValueError(f"decide must be one of {POLICIES}, got {decide!r}")
@@ -255,7 +260,7 @@ def decide_thresholds(
     if decide == FAIL_ON_EVIDENCE:
         checks.update(_fail_on_evidence(claims, confidence, directions))
     for name, (limit, evidence) in claims.items():
-        direction: Direction = directions[name]  # type: ignore[assignment]
+        direction = directions[name]
         if decide == ESTIMATE:
             checks[name] = ThresholdCheck(
                 name, limit, evidence.observed, direction, evidence.observed, decide,
@@ -277,7 +282,7 @@ def decide_thresholds(
 
 def _fail_on_evidence(
     claims: dict[str, tuple[float, Evidence]], confidence: float,
-    directions: Mapping[str, str] = DIRECTIONS,
+    directions: Mapping[str, Direction] = DIRECTIONS,
 ) -> dict[str, ThresholdCheck]:
     alpha = 1.0 - confidence
     names: list[str] = []
@@ -293,7 +298,7 @@ def _fail_on_evidence(
     start = 0
     for name, size in zip(names, sizes):
         limit, evidence = claims[name]
-        direction: Direction = directions[name]  # type: ignore[assignment]
+        direction = directions[name]
         part = slice(start, start + size)
         start += size
         if size == 0:
@@ -362,10 +367,6 @@ def _proportion(observed: float, bound: stats.ProportionBound | None) -> Evidenc
 
 
 # -- a CheckList test's thresholds --------------------------------------------------------------
-CHECKLIST_DIRECTIONS: dict[str, str] = {
-    name: direction for limits in CHECKLIST_THRESHOLDS.values()
-    for name, direction in limits.items()
-}
 ZERO_TOLERANCE = (
     "zero tolerance: a claim about these pairs, not an estimate (no bound can show a rate of "
     "exactly {value}); decided exactly under every policy"
@@ -408,7 +409,7 @@ def checklist_thresholds(
     for name, limit in limits.items():
         if limit is None:
             continue
-        direction: Direction = CHECKLIST_DIRECTIONS[name]  # type: ignore[assignment]
+        direction = CHECKLIST_DIRECTIONS[name]
         limit = float(limit)
         if limit == (0.0 if direction == "max" else 1.0):
             exact[name] = ThresholdCheck(

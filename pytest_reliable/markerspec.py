@@ -1,23 +1,34 @@
-"""Marker arguments: the allowed names, their defaults and their validation (SPEC section 4).
+"""Marker arguments: the allowed names, their types, defaults and validation (SPEC section 4).
 
 No pytest here: `parse_marker` turns a marker's kwargs into a frozen spec or raises
 `MarkerArgumentError`, which the plugin turns into a `pytest.UsageError` naming the test.
+
+The user's doors are typed: `ReliableArguments` is every ``@reliable`` argument (and every
+``reliable.evaluate(**overrides)`` key, which are the same), `InvarianceArguments`,
+`DirectionalArguments` and `MftArguments` the CheckList markers' (and their methods'), so
+``mypy --strict`` on a test that unpacks them catches ``min_scor=0.4``,
+``decide="pass_on_evidence"`` or ``n="ten"`` before a run does.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias, TypedDict
 
-from pytest_reliable.space import VALUE_DIMENSIONS
+from pytest_reliable.space import VALUE_DIMENSIONS, Space
 
-MODES = ("ilr", "fixed")
-POLICIES = ("pass-on-evidence", "fail-on-evidence", "estimate")
-"""How a threshold is decided (SPEC section 11); the first is the default."""
-GROUPINGS = ("formats", "dimensions")
-ORDER_GROUPINGS = ("gold_position", "permutations")
+# The vocabulary (policies, modes, groupings, thresholds) lives in `pytest_reliable.vocabulary`;
+# these names stay importable from here, as they were before it moved.
+from pytest_reliable.vocabulary import CHECKLIST_THRESHOLDS as CHECKLIST_THRESHOLDS
+from pytest_reliable.vocabulary import GROUPINGS as GROUPINGS
+from pytest_reliable.vocabulary import MODES as MODES
+from pytest_reliable.vocabulary import ORDER_GROUPINGS as ORDER_GROUPINGS
+from pytest_reliable.vocabulary import POLICIES as POLICIES
+from pytest_reliable.vocabulary import RELIABLE_THRESHOLDS as RELIABLE_THRESHOLDS
+from pytest_reliable.vocabulary import Grouping, Mode, OrderGrouping, Policy, is_policy
+
 GROUPABLE_DIMENSIONS = VALUE_DIMENSIONS
 """Dimension names ``group_by=[...]`` may list (every space has them; undeclared = one value)."""
 
@@ -40,7 +51,7 @@ class ReliableSpec:
     eps: float = 0.01
     delta: float = 0.1
     n: int | None = None
-    mode: str = "ilr"
+    mode: Mode = "ilr"
     confidence: float = 0.95
     temperature: float | None = None
     k: int = 1
@@ -54,13 +65,13 @@ class ReliableSpec:
     max_std: float | None = None
     min_pass_at_k: float | None = None
     min_pass_hat_k: float | None = None
-    decide: str | None = None
+    decide: Policy | None = None
     """One of POLICIES; None = the project default (``--reliable-decide``)."""
-    group_by: str | tuple[str, ...] | None = None
+    group_by: Grouping | tuple[str, ...] | None = None
     """"formats", "dimensions" or dimension names; None = "formats" in fixed, "dimensions" in ilr."""
-    order_group_by: str = "gold_position"
+    order_group_by: OrderGrouping = "gold_position"
 
-    def grouping(self) -> str | tuple[str, ...]:
+    def grouping(self) -> Grouping | tuple[str, ...]:
         """The pre-registered grouping of the format range (the mode's default when unset)."""
         if self.group_by is not None:
             return self.group_by
@@ -82,28 +93,86 @@ class ChecklistSpec:
     space: Any = None
     confidence: float = 0.95
     tolerance: float | None = None
-    decide: str | None = None
+    decide: Policy | None = None
     """One of POLICIES; None = the project default (``--reliable-decide``)."""
     max_tokens: int = 32
     thresholds: dict[str, float] = field(default_factory=dict)
 
 
-# Thresholds: name -> direction. Every one of them must lie in [0, 1].
-RELIABLE_THRESHOLDS: dict[str, str] = {
-    "min_score": "min",
-    "min_lower_ci": "min",
-    "min_median": "min",
-    "min_worst": "min",
-    "max_spread": "max",
-    "max_std": "max",
-    "min_pass_at_k": "min",
-    "min_pass_hat_k": "min",
-}
-CHECKLIST_THRESHOLDS: dict[str, dict[str, str]] = {
-    "invariance": {"max_flip_rate": "max"},
-    "directional": {"max_fail_rate": "max"},
-    "mft": {"min_pass": "min"},
-}
+# -- the user's doors, typed (total=False: every argument may be left out) -------------------------
+class ReliableArguments(TypedDict, total=False):
+    """``@pytest.mark.reliable(...)``'s arguments, also ``reliable.evaluate(**overrides)``'s.
+
+    A value of None means "not set" wherever the marker accepts it (an override of None clears
+    the marker's value). Names and values are validated by `parse_reliable` all the same: these
+    types are what a type checker can catch earlier.
+    """
+
+    space: str | Space | None
+    """A space declared under ``spaces:`` in reliable.yaml, or a `Space`."""
+    eps: float
+    delta: float
+    n: int | None
+    mode: Mode
+    confidence: float
+    temperature: float | None
+    k: int
+    min_cells: int
+    max_tokens: int
+    min_score: float | None
+    min_lower_ci: float | None
+    min_median: float | None
+    min_worst: float | None
+    max_spread: float | None
+    max_std: float | None
+    min_pass_at_k: float | None
+    min_pass_hat_k: float | None
+    decide: Policy | None
+    group_by: Grouping | list[str] | tuple[str, ...] | None
+    """A named grouping, or a list of the space's dimension names (see GROUPABLE_DIMENSIONS)."""
+    order_group_by: OrderGrouping
+    stop_early: bool | None
+    baseline: str | None
+    """A model name for the OpenAI-compatible adapter, or 'local' for the embedded model."""
+    max_regression: float | None
+
+
+PerturbArgument: TypeAlias = str | Callable[..., Any]
+"""A built-in perturbation's name, or a callable ``example -> list[example]``."""
+
+
+class _ChecklistArguments(TypedDict, total=False):
+    """The arguments every CheckList marker takes."""
+
+    space: str | Space | None
+    confidence: float
+    decide: Policy | None
+    max_tokens: int
+
+
+class InvarianceArguments(_ChecklistArguments, total=False):
+    """The ``invariance`` marker's arguments, also ``reliable.invariance(**overrides)``'s."""
+
+    perturb: PerturbArgument | Sequence[PerturbArgument]
+    tolerance: float | None
+    max_flip_rate: float | None
+
+
+class DirectionalArguments(_ChecklistArguments, total=False):
+    """The ``directional`` marker's arguments, also ``reliable.directional(**overrides)``'s."""
+
+    perturb: PerturbArgument | Sequence[PerturbArgument]
+    expect: Any
+    """A label, "flip", "increase", "decrease" or a callable ``(before, after) -> bool``."""
+    max_fail_rate: float | None
+
+
+class MftArguments(_ChecklistArguments, total=False):
+    """The ``mft`` marker's arguments, also ``reliable.mft(**overrides)``'s."""
+
+    min_pass: float
+
+
 CHECKLIST_DEFAULTS: dict[str, dict[str, float]] = {
     "invariance": {"max_flip_rate": 0.0},
     "directional": {"max_fail_rate": 0.0},
@@ -174,7 +243,9 @@ def parse_reliable(
             raise MarkerArgumentError(marker, "temperature", temperature, "allowed: a number >= 0")
         values["temperature"] = temperature
     if "mode" in values and values["mode"] not in MODES:
-        raise MarkerArgumentError(marker, "mode", values["mode"], "allowed: 'ilr' or 'fixed'")
+        raise MarkerArgumentError(
+            marker, "mode", values["mode"], "allowed: " + " or ".join(repr(m) for m in MODES)
+        )
     for name in RELIABLE_THRESHOLDS:
         if values.get(name) is not None:
             values[name] = _unit(marker, name, values[name])
@@ -194,13 +265,13 @@ def parse_reliable(
     return ReliableSpec(**values)
 
 
-def check_policy(marker: str, name: str, value: Any) -> str:
+def check_policy(marker: str, name: str, value: Any) -> Policy:
     """``value`` if it is one of POLICIES, else a `MarkerArgumentError` listing them."""
-    if value not in POLICIES:
+    if not is_policy(value):
         raise MarkerArgumentError(
             marker, name, value, "allowed: " + ", ".join(repr(p) for p in POLICIES)
         )
-    return str(value)
+    return POLICIES[POLICIES.index(value)]  # POLICIES' own str, not a str subclass passed in
 
 
 def _group_by(marker: str, value: Any) -> str | tuple[str, ...]:

@@ -6,41 +6,31 @@ pilot under ``--reliable-n auto``, a stored n* when the store has one, a baselin
 threshold, the *resolvable value*: the true value at which the threshold goes the way its policy
 promises with 80% probability at this N and n.
 
-How the resolvable value is computed (the method is printed with every plan):
-
-- Means (``min_score``, ``min_median``, ``min_worst`` per group, ``max_spread`` per pair of groups,
-  pass@k, pass^k): a normal approximation with a design effect for cells of one instance being
-  correlated. For N instances with c cells each at true score p and intra-instance correlation
-  rho, ``Var(mean) = p (1 - p) (1 + (c - 1) rho) / (N c)``. Group effects are paired within
-  instance (SPEC section 11): a group's estimate carries the overall mean's variance plus
-  ``p (1 - p) (1 - rho) / m`` for its m cells; a paired difference of two groups carries
-  ``p (1 - p) (1 - rho) (1/m_a + 1/m_b)``. rho is unknown before any call: the main figure
-  assumes 0.5, and the range beside it spans rho from 0 to 1.
-- ``min_lower_ci``: exact, from the binomial distribution of the canonical pass's N first samples
-  through the Wilson lower bound (`stats.wilson_interval`); no assumption about rho.
-- ``max_std``: exact under normality of the per-resampling scores, from the chi-square
-  distribution of the sample variance (ddof=1) with n - 1 degrees of freedom.
-
-Under ``pass-on-evidence`` a ``min_*`` threshold passes with 80% probability only when the true
-value is at least ``limit + (z_conf + z_0.8) SE``; under ``fail-on-evidence`` it *fails* with 80%
-probability only when the true value is at most ``limit - (z_h + z_0.8) SE``, where z_h is Holm's
-critical value at its worst case (Bonferroni over every hypothesis of the test); under
-``estimate`` it passes with 80% probability only above ``limit + z_0.8 SE``. ``max_*`` mirror this.
-`benchmarks/bench_gate_errors.py` checks these figures against the real gate.
+The numbers (standard errors, margins, the binomial and chi-square cases) are
+`pytest_reliable.stats.power`'s, whose docstring gives the method; this module plans the calls,
+builds each threshold's `Resolution` from those numbers and writes the text, with `METHOD` printed
+under every plan. `benchmarks/bench_gate_errors.py` checks these figures against the real gate.
 """
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from scipy import stats as scipy_stats
-
 from pytest_reliable.errors import ReliableError
-from pytest_reliable.stats import wilson_interval
+from pytest_reliable.stats import power
+
+# The power calculations are `stats.power`'s; plan_report's names for them stay importable here.
+from pytest_reliable.stats.power import ASSUMED_RHO as ASSUMED_RHO
+from pytest_reliable.stats.power import POWER as POWER
+from pytest_reliable.stats.power import Design as Design
+from pytest_reliable.stats.power import group_se as group_se
+from pytest_reliable.stats.power import margin_multiplier as margin_multiplier
+from pytest_reliable.stats.power import mean_se as mean_se
+from pytest_reliable.stats.power import pair_se as pair_se
+from pytest_reliable.stats.power import solve as solve
+from pytest_reliable.vocabulary import DEFAULT_POLICY, RELIABLE_THRESHOLDS
 
 if TYPE_CHECKING:
     from pytest_reliable.data import Dataset, Records
@@ -49,20 +39,13 @@ if TYPE_CHECKING:
     from pytest_reliable.space import Space
     from pytest_reliable.tasks import Task
 
-POWER = 0.8
-"""The probability the resolvable values are quoted at."""
-ASSUMED_RHO = 0.5
-"""Intra-instance correlation assumed for the main figure (the range spans 0 to 1)."""
-POLICIES = ("pass-on-evidence", "fail-on-evidence", "estimate")
-DEFAULT_POLICY = "pass-on-evidence"
 METHOD = (
     "normal approximation with a design effect for intra-instance correlation rho (main figure "
     f"at rho={ASSUMED_RHO}, range for rho from 0 to 1); min_lower_ci exact (binomial through the "
     "Wilson bound); max_std exact under normality (chi-square)"
 )
-MIN_THRESHOLDS = ("min_score", "min_lower_ci", "min_median", "min_worst", "min_pass_at_k",
-                  "min_pass_hat_k")
-MAX_THRESHOLDS = ("max_spread", "max_std")
+MIN_THRESHOLDS = tuple(name for name, way in RELIABLE_THRESHOLDS.items() if way == "min")
+MAX_THRESHOLDS = tuple(name for name, way in RELIABLE_THRESHOLDS.items() if way == "max")
 WHAT = {
     "min_score": "score",
     "min_lower_ci": "canonical score",
@@ -118,23 +101,6 @@ class Resolution:
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "limit": self.limit, "value": self.value, "low": self.low,
                 "high": self.high, "note": self.note}
-
-
-@dataclass(frozen=True)
-class Design:
-    """The shape of one evaluation, as far as its uncertainty is concerned."""
-
-    instances: int
-    resamplings: int
-    k: int = 1
-    confidence: float = 0.95
-    decide: str = DEFAULT_POLICY
-    group_cells: float | None = None
-    """Cells of the smallest group of the test's grouping (None: no grouping known)."""
-    groups: int = 0
-    pairs: int = 0
-    hypotheses: int = 1
-    """What Holm corrects over under fail-on-evidence (thresholds, plus groups / pairs)."""
 
 
 @dataclass
@@ -193,73 +159,11 @@ def format_plans(plans: Sequence[TestPlan]) -> list[str]:
     return out
 
 
-# -- the statistics ----------------------------------------------------------------------------
-def _z(probability: float) -> float:
-    return float(scipy_stats.norm.ppf(probability))
-
-
-def mean_se(p: float, instances: int, cells_per_instance: float, rho: float) -> float:
-    """Standard error of a mean over ``instances`` x ``cells_per_instance`` correlated cells."""
-    c = max(cells_per_instance, 1.0)
-    return math.sqrt(max(p * (1 - p), 0.0) * (1 + (c - 1) * rho) / (instances * c))
-
-
-def group_se(p: float, design: Design, rho: float) -> float:
-    """A group's paired estimate: the overall mean's error plus its within-instance deviations."""
-    assert design.group_cells is not None
-    overall = mean_se(p, design.instances, design.resamplings, rho) ** 2
-    within = max(p * (1 - p), 0.0) * (1 - rho) / max(design.group_cells, 1.0)
-    return math.sqrt(overall + within)
-
-
-def pair_se(design: Design, rho: float) -> float:
-    """A paired difference of two smallest groups, at score 0.5 (the largest variance)."""
-    assert design.group_cells is not None
-    return math.sqrt(0.25 * (1 - rho) * 2 / max(design.group_cells, 1.0))
-
-
-def margin_multiplier(decide: str, confidence: float, hypotheses: int) -> float:
-    """How many standard errors the 80%-probability value lies from the limit, toward the side
-    the policy needs evidence for (negative: toward the other side)."""
-    alpha = 1 - confidence
-    if decide == "fail-on-evidence":
-        return _z(1 - alpha / max(hypotheses, 1)) + _z(POWER)
-    if decide == "estimate":
-        return _z(POWER)
-    return _z(confidence) + _z(POWER)
-
-
-def solve(limit: float, se: Callable[[float], float], multiplier: float, toward: int) -> float | None:
-    """The x in [0, 1] with ``x = limit + toward * multiplier * se(x)`` (bisection).
-
-    ``toward`` is +1 (the value lies above the limit) or -1 (below). None: no such x in [0, 1]."""
-
-    def gap(x: float) -> float:
-        return toward * (x - limit) - multiplier * se(x)
-
-    end = 1.0 if toward > 0 else 0.0
-    if gap(end) < 0:
-        return None
-    lo, hi = (limit, end) if toward > 0 else (end, limit)
-    if gap(limit) >= 0:
-        return limit
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if (gap(mid) >= 0) == (toward > 0):
-            hi = mid
-        else:
-            lo = mid
-    return hi if toward > 0 else lo
-
-
+# -- each threshold's resolvable value (the numbers are stats.power's) -------------------------
 def _direction(name: str, decide: str) -> int:
     """+1 when the quoted value lies above the limit, -1 below."""
     up = name not in MAX_THRESHOLDS
     return 1 if up != (decide == "fail-on-evidence") else -1
-
-
-def _at_rho(se_at: Callable[[float, float], float], rho: float, p: float) -> float:
-    return se_at(p, rho)
 
 
 def resolve_mean(name: str, limit: float, design: Design,
@@ -267,8 +171,7 @@ def resolve_mean(name: str, limit: float, design: Design,
     """A mean-like threshold: the figure at the assumed rho and its range over rho in [0, 1]."""
     multiplier = margin_multiplier(design.decide, design.confidence, design.hypotheses)
     toward = _direction(name, design.decide)
-    values = [solve(limit, functools.partial(_at_rho, se_at, rho), multiplier, toward)
-              for rho in (ASSUMED_RHO, 0.0, 1.0)]
+    values = power.mean_values(limit, se_at, multiplier, toward)
     if values[0] is None:
         return Resolution(name, limit, None)
     return Resolution(name, limit, values[0], values[1], values[2])
@@ -278,10 +181,7 @@ def resolve_spread(limit: float, design: Design) -> Resolution:
     """``max_spread``: the true difference between the two furthest groups (same dimension)."""
     multiplier = margin_multiplier(design.decide, design.confidence, design.hypotheses)
     toward = _direction("max_spread", design.decide)
-    values = []
-    for rho in (ASSUMED_RHO, 0.0, 1.0):
-        value = limit + toward * multiplier * pair_se(design, rho)
-        values.append(value if 0.0 <= value <= 1.0 else None)
+    values = power.spread_values(limit, design, multiplier, toward)
     if values[0] is None:
         return Resolution("max_spread", limit, None,
                           note=f"a pairwise difference's error is {pair_se(design, 0.5):.2f}")
@@ -291,42 +191,20 @@ def resolve_spread(limit: float, design: Design) -> Resolution:
 
 def resolve_lower_ci(limit: float, design: Design) -> Resolution:
     """``min_lower_ci``: exact over the canonical pass's first samples (one per instance)."""
-    n = design.instances
-    needed = next((x for x in range(n + 1)
-                   if wilson_interval(x, n, design.confidence)[0] >= limit - 1e-12), None)
+    needed = power.lower_ci_needed(limit, design)
     if needed is None:
         return Resolution("min_lower_ci", limit, None)
-    target = 1 - POWER if design.decide == "fail-on-evidence" else POWER
-    # P(X >= needed) is increasing in p: bisection for the p where it equals the target.
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if float(scipy_stats.binom.sf(needed - 1, n, mid)) >= target:
-            hi = mid
-        else:
-            lo = mid
-    note = (f"it needs {needed} of {n} canonical answers right; "
+    note = (f"it needs {needed} of {design.instances} canonical answers right; "
             "the same rule under every policy")
-    return Resolution("min_lower_ci", limit, hi, note=note)
+    return Resolution("min_lower_ci", limit, power.lower_ci_value(needed, design), note=note)
 
 
 def resolve_std(limit: float, design: Design) -> Resolution:
     """``max_std``: the true std of the per-resampling scores (chi-square, n - 1 dof)."""
-    dof = design.resamplings - 1
-    if dof < 1:
+    value = power.std_value(limit, design)
+    if value is None:
         return Resolution("max_std", limit, None, note="one resampling has no std")
-    alpha = 1 - design.confidence
-    chi2 = scipy_stats.chi2.ppf
-    if design.decide == "pass-on-evidence":
-        # passes when s * sqrt(dof / chi2_alpha) <= limit
-        value = limit * math.sqrt(chi2(alpha, dof) / chi2(POWER, dof))
-    elif design.decide == "fail-on-evidence":
-        # fails when s * sqrt(dof / chi2_{1 - alpha_h}) > limit
-        level = 1 - alpha / max(design.hypotheses, 1)
-        value = limit * math.sqrt(chi2(level, dof) / chi2(1 - POWER, dof))
-    else:
-        value = limit * math.sqrt(dof / chi2(POWER, dof))
-    return Resolution("max_std", limit, float(value))
+    return Resolution("max_std", limit, value)
 
 
 def resolve(name: str, limit: float, design: Design) -> Resolution:

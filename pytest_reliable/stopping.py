@@ -38,6 +38,7 @@ import numpy.typing as npt
 
 from pytest_reliable import stats
 from pytest_reliable.evaluation import ScoreMatrix, StagedEvaluation, append_resamplings
+from pytest_reliable.vocabulary import is_policy
 
 RESAMPLING_MEAN = frozenset({"min_score"})
 """Thresholds on the mean over resamplings: covered by the confidence sequence."""
@@ -54,7 +55,7 @@ def settled(direction: str, limit: float, low: float, high: float, decide: str) 
     the favourable side, "estimate": the point estimate) will be on that side too. ``direction``
     is "min" (>= limit passes) or "max" (<= limit passes).
     """
-    if decide not in ("pass-on-evidence", "fail-on-evidence", "estimate"):
+    if not is_policy(decide):
         raise ValueError(f"decide must be a policy of SPEC section 11, got {decide!r}")
     if direction == "min":
         return low >= limit or high < limit

@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+import types
+import typing
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
 import pytest
 
-from pytest_reliable.markerspec import MarkerArgumentError, parse_checklist, parse_reliable
+from pytest_reliable import vocabulary
+from pytest_reliable.markerspec import (
+    CHECKLIST_ARGUMENTS,
+    CHECKLIST_DEFAULTS,
+    CHECKLIST_THRESHOLDS,
+    RELIABLE_ARGUMENTS,
+    DirectionalArguments,
+    InvarianceArguments,
+    MarkerArgumentError,
+    MftArguments,
+    ReliableArguments,
+    parse_checklist,
+    parse_reliable,
+)
 
 
 def exists(space: object) -> bool:
@@ -81,3 +98,73 @@ def test_checklist_defaults_and_single_perturbation() -> None:
     )
     assert callable(callable_spec.perturb[0])
     assert callable_spec.thresholds == {"max_fail_rate": 0.0}
+
+
+# -- the typed doors and the vocabulary cannot drift from what the markers accept ------------------
+CHECKLIST_DOORS: dict[str, Any] = {
+    "invariance": InvarianceArguments,
+    "directional": DirectionalArguments,
+    "mft": MftArguments,
+}
+CHECKLIST_MINIMUM: dict[str, dict[str, Any]] = {
+    "invariance": {"perturb": "typos"},
+    "directional": {"perturb": "negation", "expect": "flip"},
+    "mft": {"min_pass": 0.5},
+}
+
+
+def keys(door: Any) -> set[str]:
+    return set(door.__required_keys__) | set(door.__optional_keys__)
+
+
+def literals(hint: Any) -> list[Any]:
+    """The values of every `Literal` inside a type hint (through unions and Optional)."""
+    if get_origin(hint) is Literal:
+        return list(get_args(hint))
+    if get_origin(hint) in (typing.Union, types.UnionType):
+        return [value for arg in get_args(hint) for value in literals(arg)]
+    return []
+
+
+def test_the_typed_doors_name_exactly_the_accepted_arguments() -> None:
+    assert keys(ReliableArguments) == RELIABLE_ARGUMENTS
+    assert set(CHECKLIST_DOORS) == set(CHECKLIST_ARGUMENTS) == set(CHECKLIST_THRESHOLDS)
+    for kind, door in CHECKLIST_DOORS.items():
+        assert keys(door) == CHECKLIST_ARGUMENTS[kind] | set(CHECKLIST_THRESHOLDS[kind]), kind
+    # Every key is optional: a marker may leave any argument out (mft's min_pass is checked at
+    # run time, with a message saying what to give).
+    for door in (ReliableArguments, *CHECKLIST_DOORS.values()):
+        assert not door.__required_keys__
+
+
+RELIABLE_HINTS = get_type_hints(ReliableArguments)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, hint in RELIABLE_HINTS.items() if literals(hint)))
+def test_every_value_a_reliable_literal_allows_is_accepted_and_others_are_not(name: str) -> None:
+    values = literals(RELIABLE_HINTS[name])
+    assert values, name
+    for value in values:
+        assert getattr(parse_reliable({name: value}, space_exists=exists), name) == value
+    with pytest.raises(MarkerArgumentError):
+        parse_reliable({name: "not-" + str(values[0])}, space_exists=exists)
+
+
+@pytest.mark.parametrize("kind", sorted(CHECKLIST_DOORS))
+def test_every_policy_a_checklist_door_allows_is_accepted(kind: str) -> None:
+    values = literals(get_type_hints(CHECKLIST_DOORS[kind])["decide"])
+    assert values == list(vocabulary.POLICIES)
+    for value in values:
+        spec = parse_checklist(kind, (), {**CHECKLIST_MINIMUM[kind], "decide": value},
+                               space_exists=exists, perturbation_exists=perturbation_exists)
+        assert spec.decide == value
+
+
+def test_the_vocabulary_tables_cover_their_literal_types() -> None:
+    assert tuple(vocabulary.RELIABLE_THRESHOLDS) == get_args(vocabulary.ReliableThreshold)
+    assert set(vocabulary.CHECKLIST_THRESHOLDS) == set(get_args(vocabulary.ChecklistKind))
+    assert set(CHECKLIST_DEFAULTS) == set(get_args(vocabulary.ChecklistKind))
+    assert set(vocabulary.CHECKLIST_DIRECTIONS) == set(get_args(vocabulary.ChecklistThreshold))
+    assert list(vocabulary.DIRECTIONS) == [*vocabulary.RELIABLE_THRESHOLDS, "max_regression"]
+    assert set(vocabulary.DIRECTIONS.values()) == set(get_args(vocabulary.Direction))
+    assert vocabulary.POLICIES[0] == vocabulary.DEFAULT_POLICY == "pass-on-evidence"

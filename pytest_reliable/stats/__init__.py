@@ -1,0 +1,108 @@
+"""Statistics of score vectors (SPEC section 6). Pure numpy / scipy / statsmodels, no I/O.
+
+Conventions, in brief (each function's docstring states its own):
+
+- A *score vector* is a non-empty 1-D sequence of finite floats (one score per resampling /
+  paraphrase / variant). NaN or infinite scores raise ``ValueError``; so do empty vectors and, for
+  paired functions, vectors of different lengths.
+- Variances are population variances (``ddof=0``) everywhere except in :func:`orp`, which follows
+  ILR and uses sample standard deviations (``ddof=1``) and Pearson's rho.
+- Percentiles are numpy's default (``method="linear"``).
+- Randomness only ever comes from ``numpy.random.default_rng(seed)``; global random state is never
+  touched, so the same seed gives the same result.
+- Invalid arguments raise ``ValueError`` whose message names the argument and its allowed range.
+
+Where each topic lives (one module each; every public name is importable from here):
+
+- ``_validation``: the argument checkers above, shared by every module (private).
+- ``proportions``: Wilson's interval, pass@k, pass^k.
+- ``summaries``: moments, ranges, bootstrap_ci.
+- ``bounds``: the gates' bounds: clustered means and proportions (``ProportionBound``),
+  ``WilsonBound``, ``StdBound``, Holm's step-down.
+- ``groups``: group effects paired within instance, and the noise floor of a range.
+- ``multiprompt``: AvgP, MaxP, CPS (Mizrahi et al.).
+- ``paired``: two models on the same cells: McNemar, the paired bootstrap, the clustered
+  difference behind ``max_regression``.
+- ``reliable_n``: ReliableEval's n* (``min_reliable_n``).
+- ``reversal``: ILR's Observed Reversal Probability, ``orp`` (a module named ``orp`` would be
+  shadowed here by the function).
+- ``sequential``: confidence sequences for stopping early.
+- ``power``: what a gate can resolve before any call (``--reliable-plan``); not re-exported here,
+  import ``pytest_reliable.stats.power``.
+"""
+
+from __future__ import annotations
+
+from pytest_reliable.stats.bounds import (
+    ProportionBound,
+    StdBound,
+    WilsonBound,
+    clustered_mean,
+    clustered_proportion,
+    holm,
+    sample_std_bound,
+    wilson_bound,
+)
+from pytest_reliable.stats.groups import GroupEffects, noise_floor, paired_group_effects
+from pytest_reliable.stats.multiprompt import avgp, cps, maxp
+from pytest_reliable.stats.paired import (
+    ClusteredDifference,
+    McNemarResult,
+    PairedComparison,
+    mcnemar_exact,
+    paired_comparison,
+    paired_difference,
+    paired_group_differences,
+)
+from pytest_reliable.stats.proportions import pass_at_k, pass_hat_k, wilson_interval
+from pytest_reliable.stats.reliable_n import NStarResult, min_reliable_n
+from pytest_reliable.stats.reversal import ORPResult, orp
+from pytest_reliable.stats.sequential import ConfidenceSequence, asymptotic_cs, betting_cs
+from pytest_reliable.stats.summaries import Moments, Ranges, bootstrap_ci, moments, ranges
+
+# Constants other modules read as ``stats.NAME`` (outside ``__all__``, as in the single module
+# this package replaced).
+from pytest_reliable.stats.groups import PAIRED_METHOD as PAIRED_METHOD
+from pytest_reliable.stats.paired import CLUSTER_BOOTSTRAP as CLUSTER_BOOTSTRAP
+from pytest_reliable.stats.paired import CLUSTER_T as CLUSTER_T
+from pytest_reliable.stats.paired import TWO_WAY_BOOTSTRAP as TWO_WAY_BOOTSTRAP
+from pytest_reliable.stats.reliable_n import N_STAR_METHODS as N_STAR_METHODS
+
+__all__ = [
+    "ClusteredDifference",
+    "ConfidenceSequence",
+    "GroupEffects",
+    "McNemarResult",
+    "Moments",
+    "NStarResult",
+    "ORPResult",
+    "PairedComparison",
+    "ProportionBound",
+    "Ranges",
+    "StdBound",
+    "WilsonBound",
+    "asymptotic_cs",
+    "avgp",
+    "betting_cs",
+    "bootstrap_ci",
+    "clustered_mean",
+    "clustered_proportion",
+    "cps",
+    "holm",
+    "maxp",
+    "mcnemar_exact",
+    "min_reliable_n",
+    "moments",
+    "noise_floor",
+    "orp",
+    "paired_comparison",
+    "paired_difference",
+    "paired_group_differences",
+    "paired_group_effects",
+    "pass_at_k",
+    "pass_hat_k",
+    "ranges",
+    "sample_std_bound",
+    "wilson_bound",
+    "wilson_interval",
+]
