@@ -40,10 +40,11 @@ DEFAULT_LOCAL_CONCURRENCY = 1
 LOCAL_THREADS = 1
 """Threads of the embedded server, for prompt evaluation and generation alike. The server's
 default (half the cores for generation, all of them for prompts) waits at a spinning barrier per
-operation: on 2 cores shared with other work it took 4.3 s per call on average (0.97 s of CPU)
-where one thread took 1.7 s (0.35 s of CPU), and a 135M model's prompts of a few hundred tokens
-gain little from a second thread on quiet cores. A fixed count also keeps the server the same on
-every machine; greedy answers do not depend on it (measured: notes of issue 20)."""
+operation: on 2 cores under heavy load (load average 11) it took 4.3 s per call on average (0.97 s
+of CPU, a tenth of the calls over 15 s) where one thread took 1.7 s (0.35 s of CPU); under
+moderate load the two were even (1.0 s). A second thread only speeds up prompt evaluation, which
+KV prefix reuse already shrinks. A fixed count also keeps the server the same on every machine;
+greedy answers do not depend on it (measured: notes of issue 20)."""
 INSTALL_HINT = 'pip install "pytest-reliable[local]"'
 _HASHES: dict[tuple[str, int, int], str] = {}
 
