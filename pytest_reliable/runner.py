@@ -41,6 +41,8 @@ from pytest_reliable.models.base import (
     ModelError,
     ModelResponse,
     SamplingParams,
+    request_seed,
+    seed_from_key,
 )
 from pytest_reliable.redact import redact
 
@@ -434,6 +436,8 @@ class Runner:
             )
             attempts = 0
             response: Any = None
+            # Every attempt of this call asks for the same sample (see models.base.request_seed).
+            seed_token = request_seed.set(seed_from_key(key))
             try:
                 async for attempt in retrying:
                     with attempt:
@@ -445,6 +449,8 @@ class Runner:
                     why = f"{why} (gave up after {attempts} attempts)"
                 log.debug("model call failed: %s", why)
                 return CallResult(None, False, "error", why, attempts, attempts - 1)
+            finally:
+                request_seed.reset(seed_token)
         if not isinstance(response, ModelResponse):
             response = ModelResponse(text=str(response))
         if self.cache is not None:

@@ -167,3 +167,86 @@ def test_the_server_dies_with_its_pytest(pytester: pytest.Pytester, sig: str) ->
             proc.kill()
         for pid in _servers_of(proc.pid):
             os.kill(pid, 9)
+
+
+# -- a fresh run reproduces its answers ----------------------------------------------------------
+GATE_RECORDS = """
+from pytest_reliable import Dataset, MultipleChoice
+
+DATA = Dataset.from_records([
+    {"question": "Which sentence has the correct adjective order?",
+     "choices": ["a lovely little old rectangular green French silver whittling boat",
+                 "a French little lovely whittling silver old green rectangular boat"],
+     "answer": 0},
+    {"question": "Which is a fruit?", "choices": ["carrot", "apple", "potato"], "answer": 1},
+    {"question": "What is 3 + 4?", "choices": ["7", "8", "12"], "answer": 0},
+    {"question": "Which animal can fly?", "choices": ["dog", "cow", "eagle"], "answer": 2},
+    {"question": "Is ice colder than steam?", "choices": ["yes", "no"], "answer": 0},
+    {"question": "Which city is in France?", "choices": ["Berlin", "Lyon", "Madrid"], "answer": 1},
+])
+TASK = MultipleChoice()
+"""
+
+GATE_AT_ZERO = """
+import pytest
+from gate_data import DATA, TASK
+
+
+@pytest.mark.reliable(n=2)
+def test_formats(reliable):
+    reliable.evaluate(DATA, TASK)
+"""
+
+GATE_SAMPLED = """
+import pytest
+from gate_data import DATA, TASK
+
+
+@pytest.mark.reliable(n=1, temperature=0.7, k=2)
+def test_sampled(reliable):
+    reliable.evaluate(DATA, TASK)
+"""
+
+
+def _answers(cache: Path) -> dict[str, tuple[str, str]]:
+    import sqlite3
+
+    with sqlite3.connect(cache) as db:
+        return {key: (text, extra) for key, text, extra in
+                db.execute("SELECT key, text, extra FROM responses")}
+
+
+def test_a_fresh_run_reproduces_every_answer(pytester: pytest.Pytester) -> None:
+    """The same small gate, twice, each from an empty cache with a server of its own, the tests
+    in opposite orders: every call gets the same answer (issue 20). Temperature 0 needs no help
+    (llama.cpp's greedy answers do not depend on the order of the calls, hence not on which KV
+    prefix is reused); at 0.7 each call sends a seed derived from its cache key."""
+    import json
+
+    pytester.makepyfile(gate_data=GATE_RECORDS, test_zero=GATE_AT_ZERO, test_sampled=GATE_SAMPLED)
+    runs = []
+    for name, order in (("one", ["test_zero.py", "test_sampled.py"]),
+                        ("two", ["test_sampled.py", "test_zero.py"])):
+        result = pytester.runpytest_subprocess(
+            *order, "-p", "no:randomly", "-p", "no:cacheprovider",
+            f"--reliable-cache={name}.sqlite", f"--reliable-report={name}.json",
+        )
+        result.assert_outcomes(passed=2)
+        report = json.loads((pytester.path / f"{name}.json").read_text())
+        runs.append((_answers(pytester.path / f"{name}.sqlite"),
+                     {t["nodeid"]: t for t in report["tests"]}))
+    (first, first_report), (second, second_report) = runs
+    # 6 instances x (2 resamplings + the canonical pass) at 0 (a resampling may repeat the
+    # canonical prompt: one call), 6 x 1 + 6 x 2 samples at 0.7
+    assert 24 <= len(first) <= 36
+    assert first == second
+    sampled = [extra for text, extra in first.values() if json.loads(extra).get("seed") is not None]
+    assert len(set(sampled)) == len(sampled) == len(first)  # every call had its own seed
+    for nodeid, entry in first_report.items():
+        again = second_report[nodeid]
+        for field in ("mean", "canonical", "pass_at_1", "pass_at_k", "pass_hat_k"):
+            assert entry[field] == again[field], (nodeid, field)
+        # (calls.prompt_tokens_evaluated differs: it estimates the KV prefix reused, which
+        # follows the order of the calls)
+        assert entry["calls"]["made"] == again["calls"]["made"]
+    assert first_report["test_sampled.py::test_sampled"]["k"] == 2

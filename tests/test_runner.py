@@ -516,3 +516,41 @@ def test_prompt_tokens_evaluated_estimate_the_shared_prefix() -> None:
     assert runner.stats.prompt_tokens == 30
     # 10 new, then 1 of 10 after the 9 shared characters, then 10 new
     assert runner.stats.prompt_tokens_evaluated == 21
+
+
+# -- per-call seeds (the embedded model's reproducible samples) ----------------------------------
+def test_each_call_sends_the_seed_of_its_cache_key_on_every_attempt() -> None:
+    """The seed is a function of the cache key alone: other calls, their order, a retry or a
+    fresh runner do not change it, and it is not part of the key."""
+    from pytest_reliable.cache import cache_key
+    from pytest_reliable.models.base import seed_from_key
+
+    sent: list[tuple[str, int]] = []
+
+    def picker(n: int, body: dict) -> str | None:  # type: ignore[type-arg]
+        sent.append((body["messages"][-1]["content"], body["seed"]))
+        return "500" if n == 1 else None  # the first attempt fails and is retried
+
+    hot = SamplingParams(temperature=0.7, max_tokens=8)
+    prompts = [[{"role": "user", "content": f"q {i}"}] for i in range(3)] * 2
+    requests = number_samples([(m, hot) for m in prompts], "t::x")  # sample indexes 0 and 1
+    assert [r.sample_index for r in requests] == [0, 0, 0, 1, 1, 1]
+    with scripted_model(lambda m, p: str(p["seed"]), faults=picker) as model:
+        model.send_seed = True
+        results = fast_runner(model, None, concurrency=1).run(requests)
+        runner = fast_runner(model, None, concurrency=1, prefix_order=True)
+        again = runner.run(list(reversed(requests)))
+    seeds = [int(r.response.text) for r in results]
+    assert [int(r.response.text) for r in reversed(again)] == seeds
+    assert len(set(seeds)) == 6  # sample 0 and sample 1 of a prompt are different draws
+    for req, seed, res in zip(requests, seeds, results):
+        key = cache_key(model.identity, req.messages, req.params, req.sample_index, req.scope)
+        assert runner.key(req) == key and seed == seed_from_key(key)
+        assert res.response.extra == {"seed": seed} and 0 <= seed < 2**31
+    assert sent[0] == sent[1]  # the retried attempt asked for the same sample
+
+
+def test_the_openai_compatible_adapter_sends_no_seed_unless_asked() -> None:
+    with scripted_model(lambda m, p: str(p.get("seed"))) as model:
+        [res] = fast_runner(model, None).run(reqs(1, SamplingParams(temperature=0.7)))
+    assert res.response.text == "None" and res.response.extra == {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -79,6 +80,23 @@ class Model(Protocol):
     identity: str
 
     def complete(self, messages: list[Message], params: SamplingParams) -> ModelResponse: ...
+
+
+request_seed: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "pytest_reliable_request_seed", default=None
+)
+"""The sampling seed of the call being made, set by the runner around each call.
+
+It is derived from the call's cache key (`seed_from_key`: model, messages, parameters, sample
+index, scope), so a fresh run asks for the same samples whatever the order of its calls, and the
+seed is never part of the key. An adapter whose server honours a per-request seed sends it (the
+embedded model does: llama.cpp then draws the same sample for the same prompt and seed)."""
+
+
+def seed_from_key(key: str) -> int:
+    """A 31-bit seed from a cache key: llama.cpp reads 0xFFFFFFFF as "random", and some
+    servers take the seed as a signed 32-bit integer."""
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
 
 
 class ModelError(ReliableError):

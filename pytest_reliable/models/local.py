@@ -37,6 +37,14 @@ from pytest_reliable.models.base import (
 
 LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct-Q4_1"
 DEFAULT_LOCAL_CONCURRENCY = 1
+LOCAL_THREADS = 1
+"""Threads of the embedded server, for prompt evaluation and generation alike. The server's
+default (half the cores for generation, all of them for prompts) waits at a spinning barrier per
+operation: on 2 cores under heavy load (load average 11) it took 4.3 s per call on average (0.97 s
+of CPU, a tenth of the calls over 15 s) where one thread took 1.7 s (0.35 s of CPU); under
+moderate load the two were even (1.0 s). A second thread only speeds up prompt evaluation, which
+KV prefix reuse already shrinks. A fixed count also keeps the server the same on every machine;
+greedy answers do not depend on it (measured: notes of issue 20)."""
 INSTALL_HINT = 'pip install "pytest-reliable[local]"'
 _HASHES: dict[tuple[str, int, int], str] = {}
 
@@ -125,10 +133,16 @@ class LocalModelServer:
     """Starts llama.cpp's server for the embedded GGUF; ``model()`` is an `AsyncModel` on it."""
 
     def __init__(
-        self, gguf: Path | str | None = None, *, n_ctx: int = 2048, startup_timeout: float = 60.0
+        self,
+        gguf: Path | str | None = None,
+        *,
+        n_ctx: int = 2048,
+        startup_timeout: float = 60.0,
+        n_threads: int = LOCAL_THREADS,
     ) -> None:
         self.gguf = Path(gguf) if gguf is not None else None
         self.n_ctx = n_ctx
+        self.n_threads = n_threads
         self.startup_timeout = startup_timeout
         self.proc: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
@@ -187,6 +201,14 @@ class LocalModelServer:
             str(self.port),
             "--n_ctx",
             str(self.n_ctx),
+            "--n_threads",
+            str(self.n_threads),
+            "--n_threads_batch",
+            str(self.n_threads),
+            # Pinned, not left to the installed version's default: flash attention is another
+            # kernel, and it changed 22 of 99 greedy answers of the example's prompts.
+            "--flash_attn",
+            "False",
             "--verbose",
             "False",
         ]
@@ -241,7 +263,10 @@ class LocalModelServer:
 
             if self.proc is None:
                 self.start()
-            m = OpenAICompatibleModel(LOCAL_MODEL_NAME, self.base_url, api_key="sk-local-no-key")
+            # llama.cpp honours a per-request seed: a fresh run draws the same samples.
+            m = OpenAICompatibleModel(
+                LOCAL_MODEL_NAME, self.base_url, api_key="sk-local-no-key", send_seed=True
+            )
             m.identity = self.identity
             m.max_concurrency = DEFAULT_LOCAL_CONCURRENCY
             self._model = m

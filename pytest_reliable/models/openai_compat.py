@@ -23,6 +23,7 @@ from pytest_reliable.models.base import (
     ModelResponse,
     ModelSetupError,
     SamplingParams,
+    request_seed,
 )
 from pytest_reliable.redact import redact, register_secret, register_url_secrets
 
@@ -60,7 +61,13 @@ def retry_after_seconds(headers: Any) -> float | None:
 
 
 class OpenAICompatibleModel:
-    """``identity = f"openai:{model}@{host}"`` (never the port, never the key)."""
+    """``identity = f"openai:{model}@{host}"`` (never the port, never the key).
+
+    ``send_seed``: send each call's seed (`request_seed`, derived from its cache key) as the
+    request's ``seed``, so a server that honours it (llama.cpp, vLLM) draws the same sample for
+    the same call in every run. Off by default: not every OpenAI-compatible service accepts the
+    field, and one that rejects it would fail every call. The embedded model turns it on.
+    """
 
     max_concurrency: int | None = None
     """A remote server: ``--reliable-concurrency`` or the session's remote default."""
@@ -73,6 +80,7 @@ class OpenAICompatibleModel:
         api_key_env: str = "OPENAI_API_KEY",
         api_key: str | None = None,
         use_completions: bool = False,
+        send_seed: bool = False,
     ) -> None:
         try:
             import openai  # noqa: F401
@@ -82,6 +90,7 @@ class OpenAICompatibleModel:
         self.base_url = base_url
         self.api_key_env = api_key_env
         self.use_completions = use_completions
+        self.send_seed = send_seed
         self.identity = f"openai:{model}@{url_host(base_url)}"
         key = api_key if api_key is not None else os.environ.get(api_key_env)
         if not key:
@@ -133,6 +142,9 @@ class OpenAICompatibleModel:
             kwargs["top_p"] = params.top_p
         if params.stop:
             kwargs["stop"] = list(params.stop)
+        seed = request_seed.get() if self.send_seed else None
+        if seed is not None:
+            kwargs["seed"] = seed
         start = time.perf_counter()
         try:
             if params.logprobs is not None or self.use_completions:
@@ -173,6 +185,7 @@ class OpenAICompatibleModel:
             prompt_tokens=getattr(usage, "prompt_tokens", None),
             completion_tokens=getattr(usage, "completion_tokens", None),
             latency_s=latency,
+            extra={} if seed is None else {"seed": seed},
         )
 
     def _status_error(self, exc: Any) -> ModelCallError:
