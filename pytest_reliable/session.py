@@ -459,8 +459,9 @@ class ReliableSession:
 
         def predict(examples: Sequence[dict[str, Any]]) -> list[checklist.Prediction]:
             cells = greedy_cells(examples, task, space, spec.max_tokens)
-            calls.add(run_cells(cells, examples, task, runner, nodeid))
-            return [checklist.Prediction(c.prediction, c.parsed, c.text or "") for c in cells]
+            graded, ran = run_cells(cells, examples, task, runner)
+            calls.add(ran)
+            return [checklist.Prediction(c.prediction, c.parsed, c.text or "") for c in graded]
 
         result = checklist.run_marked(
             spec, list(dataset), predict, task, seed=derive_seed(self.settings.seed, nodeid),
