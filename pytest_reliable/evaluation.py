@@ -18,13 +18,13 @@ Both test kinds share one render-run-grade pipeline, as values that never change
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from pytest_reliable.models.base import SamplingParams
+from pytest_reliable.models.base import AsyncModel, SamplingParams
 from pytest_reliable.prompt import Prompt
 from pytest_reliable.render import render
 from pytest_reliable.runner import CallResult, Request, Runner, number_samples
@@ -390,3 +390,55 @@ def append_resamplings(head: ScoreMatrix, tail: ScoreMatrix) -> ScoreMatrix:
         calls_cached=head.calls_cached + tail.calls_cached,
         problems=head.problems + tail.problems,
     )
+
+
+class Evaluator:
+    """One test's plan, run as a run strategy asks: ``n`` resamplings at once, staged, or
+    extended beyond a head; on the model under test or on another (a reference, a baseline).
+
+    ``settings`` is the evaluation without its size (each call says n). Every run gets its own
+    runner from ``runner_for`` (the transport: calls, cache, budget), kept for its counts.
+    """
+
+    def __init__(
+        self,
+        dataset: Sequence[dict[str, Any]],
+        task: Task,
+        space: Space,
+        settings: EvaluationSettings,
+        model: AsyncModel,
+        runner_for: Callable[[AsyncModel], Runner],
+    ) -> None:
+        self.dataset, self.task, self.space, self.settings = dataset, task, space, settings
+        self.model = model
+        self.runner_for = runner_for
+        self.runners: list[Runner] = []
+
+    def run(self, n: int, on: AsyncModel | None = None) -> ScoreMatrix:
+        """``n`` resamplings and the canonical pass on ``on`` (default: the model under test)."""
+        return evaluate(self.dataset, self.task, self.space, replace(self.settings, n=n),
+                        self._runner(on if on is not None else self.model))
+
+    def staged(self, n: int) -> StagedEvaluation:
+        """The model under test's evaluation of ``n`` resamplings, to run a range at a time."""
+        return StagedEvaluation(self.dataset, self.task, self.space,
+                                replace(self.settings, n=n), self._runner(self.model))
+
+    def extend(self, head: ScoreMatrix, n: int) -> ScoreMatrix:
+        """``head`` (the first resamplings of the plan, with its canonical pass) followed by the
+        model under test's resamplings ``head.n_resamplings .. n-1``: only those are called."""
+        tail = self.staged(n).run(head.n_resamplings, n, canonical=False)
+        return append_resamplings(head, tail)
+
+    def prompt_tokens(self) -> dict[str, int]:
+        """Prompt tokens sent with the calls made, and those the servers evaluated (not served
+        from their prompt cache), over every run so far."""
+        return {
+            "prompt_tokens_sent": sum(r.stats.prompt_tokens for r in self.runners),
+            "prompt_tokens_evaluated": sum(r.stats.prompt_tokens_evaluated for r in self.runners),
+        }
+
+    def _runner(self, on: AsyncModel) -> Runner:
+        self.runners.append(self.runner_for(on))
+        return self.runners[-1]
+

@@ -30,19 +30,33 @@ class NStarOutcome:
     """What ``--reliable-n auto`` decided for one test, and the matrix the gate uses."""
 
     matrix: ScoreMatrix
-    n_star: int
-    """The estimate, uncapped: above ``n_max`` when the cap stopped the run."""
-    reliable: bool
-    achievable_eps: float
+    entry: NStarEntry
+    """n* as the store keeps it: the estimate (uncapped: above ``n_max`` when the cap stopped
+    the run), whether it is reliable, the eps it vouches for, the paper's n* beside it."""
     source: str
     """"pilot" or "store"."""
     method: str
-    n_star_paper: int | None
     pilot_n: int | None
     """The pilot's size when one ran in this run, else None."""
     extra_made: int = 0
     extra_cached: int = 0
     """Calls of a pilot on another reference model (not part of ``matrix``)."""
+
+    @property
+    def n_star(self) -> int:
+        return self.entry.n_star
+
+    @property
+    def reliable(self) -> bool:
+        return self.entry.reliable
+
+    @property
+    def achievable_eps(self) -> float:
+        return self.entry.achievable_eps
+
+    @property
+    def n_star_paper(self) -> int | None:
+        return self.entry.n_star_paper
 
 
 RunFull = Callable[[int, bool], ScoreMatrix]
@@ -99,18 +113,8 @@ def _outcome(
     pilot_n: int | None,
     extra: tuple[int, int] = (0, 0),
 ) -> NStarOutcome:
-    return NStarOutcome(
-        matrix=matrix,
-        n_star=entry.n_star,
-        reliable=entry.reliable,
-        achievable_eps=entry.achievable_eps,
-        source=source,
-        method=method,
-        n_star_paper=entry.n_star_paper,
-        pilot_n=pilot_n,
-        extra_made=extra[0],
-        extra_cached=extra[1],
-    )
+    return NStarOutcome(matrix, entry, source, method, pilot_n, extra_made=extra[0],
+                        extra_cached=extra[1])
 
 
 __all__ = [
