@@ -128,7 +128,7 @@ class ScoreMatrix:
     """(k, N): the canonical pass, sample j of instance i."""
     canonical_parsed: np.ndarray
     cells: list[CellResult]
-    """Resampling cells in plan order (r-major), then the canonical cells."""
+    """The graded cells: resampling cells in plan order (r-major), then the canonical cells."""
     calls_made: int = 0
     calls_cached: int = 0
     problems: list[str] = field(default_factory=list)
