@@ -1,25 +1,32 @@
-"""One evaluation, as data: plan x dataset -> prompts -> responses -> the score matrix.
+"""One evaluation, as data: plan x dataset -> prompts -> responses -> graded cells -> score matrix.
 
 `evaluate` is the core's whole pipeline for one test and needs no pytest: a notebook can call it
 with a `Runner` and get the same `ScoreMatrix` the plugin reports on. Every number in every report
 is a function of that matrix (see `summary.py`).
 
-Both test kinds share one render-run-grade pipeline: cells are rendered (`plan_cells` for
-reliable tests, `greedy_cells` for CheckList tests), then `run_cells` numbers their samples, runs
-them through the `Runner`, counts the calls made and cached, lists the calls that did not
-complete and grades every answer.
+Both test kinds share one render-run-grade pipeline, as values that never change once made:
+
+- planning renders every cell (`plan_cells` for reliable tests, `greedy_cells` for CheckList
+  tests) and numbers its samples in plan order: a `PlannedCell` is what to ask, its `Request`
+  what the cache key is made of;
+- `run_cells` sends the requests through the `Runner`;
+- `grade_results` turns each answer into a `CellResult` (the planned cell, what came back and its
+  grade), and `count_calls` counts the calls made and cached and lists those that did not
+  complete. Grading sees the whole batch at once, so a grader that makes calls of its own (a
+  judge) can replace it without reshaping anything else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from pytest_reliable.models.base import SamplingParams
-from pytest_reliable.render import Prompt, render
+from pytest_reliable.models.base import AsyncModel, SamplingParams
+from pytest_reliable.prompt import Prompt
+from pytest_reliable.render import render
 from pytest_reliable.runner import CallResult, Request, Runner, number_samples
 from pytest_reliable.sampling import Cell as PlanCell
 from pytest_reliable.sampling import make_plan
@@ -46,22 +53,67 @@ class EvaluationSettings:
     """Scopes sample indexes at temperature > 0 and names the test in cache-miss errors."""
 
 
-@dataclass
-class CellResult:
-    """One rendered prompt, its answer and its grade."""
+@dataclass(frozen=True)
+class PlannedCell:
+    """What to ask: one rendered prompt at its place in the plan, and its numbered request."""
 
     resampling: int
+    """The resampling index, or `CANONICAL` for the canonical pass."""
     instance: int
-    sample: int
     variant: Variant
     prompt: Prompt
-    params: SamplingParams
+    request: Request
+    """Messages, sampling parameters, sample index and scope: what the cache key is made of."""
+
+    @property
+    def params(self) -> SamplingParams:
+        return self.request.params
+
+    @property
+    def sample(self) -> int:
+        """The sample index (repeats of one prompt at temperature > 0 count 0, 1, ...)."""
+        return self.request.sample_index
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """A graded cell: the planned cell, what came back for it, and its grade.
+
+    A call that did not complete (``status`` not "ok") has no text, an ``error``, and the grade
+    of nothing: score 0, unparsed.
+    """
+
+    planned: PlannedCell
+    status: str = "ok"
     text: str | None = None
+    error: str | None = None
     score: float = 0.0
     parsed: bool = False
     prediction: Any = None
-    status: str = "ok"
-    error: str | None = None
+
+    @property
+    def resampling(self) -> int:
+        return self.planned.resampling
+
+    @property
+    def instance(self) -> int:
+        return self.planned.instance
+
+    @property
+    def variant(self) -> Variant:
+        return self.planned.variant
+
+    @property
+    def prompt(self) -> Prompt:
+        return self.planned.prompt
+
+    @property
+    def params(self) -> SamplingParams:
+        return self.planned.params
+
+    @property
+    def sample(self) -> int:
+        return self.planned.sample
 
 
 @dataclass
@@ -76,7 +128,7 @@ class ScoreMatrix:
     """(k, N): the canonical pass, sample j of instance i."""
     canonical_parsed: np.ndarray
     cells: list[CellResult]
-    """Resampling cells in plan order (r-major), then the canonical cells."""
+    """The graded cells: resampling cells in plan order (r-major), then the canonical cells."""
     calls_made: int = 0
     calls_cached: int = 0
     problems: list[str] = field(default_factory=list)
@@ -137,122 +189,130 @@ def evaluate(
 ) -> ScoreMatrix:
     """Run ``settings.n`` resamplings and the canonical pass of ``dataset`` under ``space``."""
     cells = plan_cells(dataset, task, space, settings)
-    calls = run_cells(cells, [dataset[c.instance] for c in cells], task, runner, settings.nodeid)
-    return _score_matrix(cells, calls, settings, len(dataset))
-
-
-def number_cells(cells: Sequence[CellResult], nodeid: str) -> list[Request]:
-    """The cells' requests with sample indexes in cell order (`number_samples`), written back
-    into the cells: the cache keys."""
-    requests = number_samples([(list(c.prompt.messages), c.params) for c in cells], nodeid)
-    for cell, request in zip(cells, requests):
-        cell.sample = request.sample_index
-    return requests
+    graded, calls = run_cells(cells, [dataset[c.instance] for c in cells], task, runner)
+    return _score_matrix(graded, calls, settings, len(dataset))
 
 
 def run_cells(
-    cells: Sequence[CellResult],
+    cells: Sequence[PlannedCell],
     examples: Sequence[dict[str, Any]],
     task: Task,
     runner: Runner,
-    nodeid: str,
-) -> Calls:
-    """The pipeline after rendering: number the samples, run them, grade each answer against its
-    example (``examples[j]`` is cell j's record)."""
-    return grade_results(cells, examples, runner.run(number_cells(cells, nodeid)), task)
+) -> tuple[list[CellResult], Calls]:
+    """The pipeline after planning: run the cells' requests, grade each answer against its
+    example (``examples[j]`` is cell j's record), count the calls."""
+    results = runner.run([cell.request for cell in cells])
+    return grade_results(cells, examples, results, task), count_calls(results)
 
 
 def grade_results(
-    cells: Sequence[CellResult],
+    cells: Sequence[PlannedCell],
     examples: Sequence[dict[str, Any]],
     results: Sequence[CallResult],
     task: Task,
-) -> Calls:
-    """Write each call's answer and grade into its cell; a call that did not complete keeps
-    score 0, unparsed, and is listed in ``problems`` (never graded as a wrong answer)."""
-    calls = Calls()
+) -> list[CellResult]:
+    """Each cell graded on its call's answer: ``task.grade`` of the text against the example and
+    the prompt it answered. A call that did not complete is not graded as a wrong answer: it
+    scores 0, unparsed, and `count_calls` lists it among the problems."""
+    graded = []
     for cell, example, result in zip(cells, examples, results):
-        cell.status = result.status
         if result.status != "ok" or result.response is None:
-            cell.error = result.error or result.status
-            calls.problems.append(f"{result.status}: {cell.error}")
+            graded.append(CellResult(cell, result.status, error=result.error or result.status))
+            continue
+        text = result.response.text
+        grade = task.grade(text, example, cell.prompt)
+        graded.append(CellResult(cell, result.status, text, None, float(grade.score),
+                                 bool(grade.parsed), grade.prediction))
+    return graded
+
+
+def count_calls(results: Sequence[CallResult]) -> Calls:
+    """Calls made, calls served from the cache, and one line per call that did not complete."""
+    calls = Calls()
+    for result in results:
+        if result.status != "ok" or result.response is None:
+            calls.problems.append(f"{result.status}: {result.error or result.status}")
             continue
         calls.cached += int(result.cached)
         calls.made += int(not result.cached)
-        cell.text = result.response.text
-        grade = task.grade(cell.text, example, cell.prompt)
-        cell.score, cell.parsed, cell.prediction = (
-            float(grade.score),
-            bool(grade.parsed),
-            grade.prediction,
-        )
     return calls
 
 
 def greedy_cells(
     examples: Sequence[dict[str, Any]], task: Task, space: Space, max_tokens: int
-) -> list[CellResult]:
+) -> list[PlannedCell]:
     """One prompt per example at ``space``'s canonical variant, at temperature 0, no
     demonstrations: what a CheckList test asks (cell ``instance`` = the example's position)."""
     variant = space.canonical_variant()
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
-    return [
-        CellResult(CANONICAL, i, 0, variant, render(space, variant, example, task, []), params)
-        for i, example in enumerate(examples)
-    ]
+    return _numbered(
+        [(CANONICAL, i, variant, render(space, variant, example, task, []), params)
+         for i, example in enumerate(examples)],
+        nodeid="",  # at temperature 0 every sample index is 0 and the key has no scope
+    )
 
 
 def plan_cells(
     dataset: Sequence[dict[str, Any]], task: Task, space: Space, settings: EvaluationSettings
-) -> list[CellResult]:
-    """Every prompt of the evaluation, in plan order: resamplings r-major, then the canonical pass."""
+) -> list[PlannedCell]:
+    """Every prompt of the evaluation, in plan order: resamplings r-major, then the canonical
+    pass (``k`` samples per instance), with sample indexes numbered in that order."""
     plan = make_plan(
         space, dataset, settings.n, mode=settings.mode, seed=settings.seed, task=task
     )
-    cells: list[CellResult] = []
+    rendered: list[_Rendered] = []
     for r in range(settings.n):
         for i, example in enumerate(dataset):
-            cells.append(_cell(space, task, dataset, plan.cell(r, i), r, i, example, settings))
+            planned = plan.cell(r, i)
+            prompt = _render(space, task, dataset, planned, example)
+            params = SamplingParams(temperature=float(planned.variant.temperature),
+                                    max_tokens=settings.max_tokens)
+            rendered.append((r, i, planned.variant, prompt, params))
     for i, example in enumerate(dataset):
         planned = plan.canonical_cell(i)
+        prompt = _render(space, task, dataset, planned, example)
         temperature = (
             settings.temperature if settings.temperature is not None else planned.variant.temperature
         )
-        for _ in range(settings.k):
-            cell = _cell(space, task, dataset, planned, CANONICAL, i, example, settings)
-            cell.params = replace(cell.params, temperature=float(temperature))
-            cells.append(cell)
-    return cells
+        params = SamplingParams(temperature=float(temperature), max_tokens=settings.max_tokens)
+        rendered.extend((CANONICAL, i, planned.variant, prompt, params) for _ in range(settings.k))
+    return _numbered(rendered, settings.nodeid)
 
 
-def _cell(
+_Rendered = tuple[int, int, Variant, Prompt, SamplingParams]
+"""(resampling, instance, variant, prompt, params) of a cell before its samples are numbered."""
+
+
+def _render(
     space: Space,
     task: Task,
     dataset: Sequence[dict[str, Any]],
     planned: PlanCell,
-    r: int,
-    i: int,
     example: dict[str, Any],
-    settings: EvaluationSettings,
-) -> CellResult:
-    demos = [dataset[j] for j in planned.demos]
-    prompt = render(space, planned.variant, example, task, demos)
-    params = SamplingParams(
-        temperature=float(planned.variant.temperature), max_tokens=settings.max_tokens
-    )
-    return CellResult(r, i, 0, planned.variant, prompt, params)
+) -> Prompt:
+    return render(space, planned.variant, example, task, [dataset[j] for j in planned.demos])
+
+
+def _numbered(rendered: Sequence[_Rendered], nodeid: str) -> list[PlannedCell]:
+    """The cells with their requests, sample indexes numbered in cell order (`number_samples`):
+    the cache keys."""
+    requests = number_samples([(prompt.messages, params) for *_, prompt, params in rendered],
+                              nodeid)
+    return [PlannedCell(r, i, variant, prompt, request)
+            for (r, i, variant, prompt, _), request in zip(rendered, requests)]
 
 
 def grade_cells(
     dataset: Sequence[dict[str, Any]],
     task: Task,
-    cells: list[CellResult],
+    cells: Sequence[PlannedCell],
     results: Sequence[CallResult],
     settings: EvaluationSettings,
 ) -> ScoreMatrix:
-    """Grade every answer; a call that did not complete scores 0 and is listed in ``problems``."""
-    calls = grade_results(cells, [dataset[c.instance] for c in cells], results, task)
-    return _score_matrix(cells, calls, settings, len(dataset))
+    """The score matrix of ``cells`` graded on ``results`` (a call that did not complete scores
+    0 and is listed in ``problems``)."""
+    graded = grade_results(cells, [dataset[c.instance] for c in cells], results, task)
+    return _score_matrix(graded, count_calls(results), settings, len(dataset))
 
 
 def _score_matrix(
@@ -304,19 +364,16 @@ class StagedEvaluation:
     ) -> None:
         self.dataset, self.task, self.settings, self.runner = dataset, task, settings, runner
         self.cells = plan_cells(dataset, task, space, settings)
-        self.requests = number_cells(self.cells, settings.nodeid)
 
     def run(self, start: int, stop: int, *, canonical: bool) -> ScoreMatrix:
         """Resamplings ``start..stop-1`` (rows of the result), plus the canonical pass if asked."""
         chosen = [
-            j for j, c in enumerate(self.cells)
+            c for c in self.cells
             if start <= c.resampling < stop or (canonical and c.resampling == CANONICAL)
         ]
-        results = self.runner.run([self.requests[j] for j in chosen])
-        settings = replace(self.settings, n=stop)
-        matrix = grade_cells(
-            self.dataset, self.task, [self.cells[j] for j in chosen], results, settings
-        )
+        results = self.runner.run([c.request for c in chosen])
+        matrix = grade_cells(self.dataset, self.task, chosen, results,
+                             replace(self.settings, n=stop))
         return replace(matrix, scores=matrix.scores[start:], parsed=matrix.parsed[start:])
 
 
@@ -333,3 +390,55 @@ def append_resamplings(head: ScoreMatrix, tail: ScoreMatrix) -> ScoreMatrix:
         calls_cached=head.calls_cached + tail.calls_cached,
         problems=head.problems + tail.problems,
     )
+
+
+class Evaluator:
+    """One test's plan, run as a run strategy asks: ``n`` resamplings at once, staged, or
+    extended beyond a head; on the model under test or on another (a reference, a baseline).
+
+    ``settings`` is the evaluation without its size (each call says n). Every run gets its own
+    runner from ``runner_for`` (the transport: calls, cache, budget), kept for its counts.
+    """
+
+    def __init__(
+        self,
+        dataset: Sequence[dict[str, Any]],
+        task: Task,
+        space: Space,
+        settings: EvaluationSettings,
+        model: AsyncModel,
+        runner_for: Callable[[AsyncModel], Runner],
+    ) -> None:
+        self.dataset, self.task, self.space, self.settings = dataset, task, space, settings
+        self.model = model
+        self.runner_for = runner_for
+        self.runners: list[Runner] = []
+
+    def run(self, n: int, on: AsyncModel | None = None) -> ScoreMatrix:
+        """``n`` resamplings and the canonical pass on ``on`` (default: the model under test)."""
+        return evaluate(self.dataset, self.task, self.space, replace(self.settings, n=n),
+                        self._runner(on if on is not None else self.model))
+
+    def staged(self, n: int) -> StagedEvaluation:
+        """The model under test's evaluation of ``n`` resamplings, to run a range at a time."""
+        return StagedEvaluation(self.dataset, self.task, self.space,
+                                replace(self.settings, n=n), self._runner(self.model))
+
+    def extend(self, head: ScoreMatrix, n: int) -> ScoreMatrix:
+        """``head`` (the first resamplings of the plan, with its canonical pass) followed by the
+        model under test's resamplings ``head.n_resamplings .. n-1``: only those are called."""
+        tail = self.staged(n).run(head.n_resamplings, n, canonical=False)
+        return append_resamplings(head, tail)
+
+    def prompt_tokens(self) -> dict[str, int]:
+        """Prompt tokens sent with the calls made, and those the servers evaluated (not served
+        from their prompt cache), over every run so far."""
+        return {
+            "prompt_tokens_sent": sum(r.stats.prompt_tokens for r in self.runners),
+            "prompt_tokens_evaluated": sum(r.stats.prompt_tokens_evaluated for r in self.runners),
+        }
+
+    def _runner(self, on: AsyncModel) -> Runner:
+        self.runners.append(self.runner_for(on))
+        return self.runners[-1]
+

@@ -34,14 +34,12 @@ class NStarOutcome:
     """What ``--reliable-n auto`` decided for one test, and the matrix the gate uses."""
 
     matrix: ScoreMatrix
-    n_star: int
-    """The estimate, uncapped: above ``n_max`` when the cap stopped the run."""
-    reliable: bool
-    achievable_eps: float
+    entry: NStarEntry
+    """n* as the store keeps it: the estimate (uncapped: above ``n_max`` when the cap stopped
+    the run), whether it is reliable, the eps it vouches for, the paper's n* beside it."""
     source: str
     """"pilot" or "store"."""
     method: str
-    n_star_paper: int | None
     pilot_n: int | None
     """The pilot's size when one ran in this run, else None."""
     extra_made: int = 0
@@ -49,6 +47,22 @@ class NStarOutcome:
     """Calls of a pilot on another reference model (not part of ``matrix``)."""
     curve: NStarCurveEntry | None = None
     """The pilot's curves that gave ``n_star`` (None when n* came from the store)."""
+
+    @property
+    def n_star(self) -> int:
+        return self.entry.n_star
+
+    @property
+    def reliable(self) -> bool:
+        return self.entry.reliable
+
+    @property
+    def achievable_eps(self) -> float:
+        return self.entry.achievable_eps
+
+    @property
+    def n_star_paper(self) -> int | None:
+        return self.entry.n_star_paper
 
 
 RunFull = Callable[[int, bool], ScoreMatrix]
@@ -119,19 +133,8 @@ def _outcome(
     extra: tuple[int, int] = (0, 0),
     curve: NStarCurveEntry | None = None,
 ) -> NStarOutcome:
-    return NStarOutcome(
-        matrix=matrix,
-        n_star=entry.n_star,
-        reliable=entry.reliable,
-        achievable_eps=entry.achievable_eps,
-        source=source,
-        method=method,
-        n_star_paper=entry.n_star_paper,
-        pilot_n=pilot_n,
-        extra_made=extra[0],
-        extra_cached=extra[1],
-        curve=curve,
-    )
+    return NStarOutcome(matrix, entry, source, method, pilot_n, extra_made=extra[0],
+                        extra_cached=extra[1], curve=curve)
 
 
 __all__ = [

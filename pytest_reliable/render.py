@@ -31,44 +31,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_reliable.errors import ReliableConfigError
-from pytest_reliable.sampling import restrict_order
+from pytest_reliable.prompt import Prompt
 from pytest_reliable.space import Space, Variant, enumerator_labels
+from pytest_reliable.space.variant import restrict_order
+from pytest_reliable.tasks import Task
 
-if TYPE_CHECKING:
-    from pytest_reliable.tasks import Task
-
-
-@dataclass(frozen=True)
-class Prompt:
-    """A rendered prompt.
-
-    ``labels`` are the displayed option labels (as enumerated, without the wrapper) in display
-    order, ``displayed`` maps display position -> original option index, ``gold_position`` is the
-    display position of the correct option (None without options or gold).
-    """
-
-    messages: tuple[dict[str, str], ...]
-    labels: tuple[str, ...] = ()
-    displayed: tuple[int, ...] = ()
-    gold_position: int | None = None
-    wrapper: str = "({})"
-    enumerator: str | None = None
-
-    @property
-    def user(self) -> str:
-        """The last user message."""
-        for message in reversed(self.messages):
-            if message["role"] == "user":
-                return message["content"]
-        return ""
-
-    @property
-    def text(self) -> str:
-        """All messages as one string (system message, blank line, user message)."""
-        return "\n\n".join(m["content"] for m in self.messages)
+__all__ = ["Prompt", "render"]
 
 
 @dataclass(frozen=True)

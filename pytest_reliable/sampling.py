@@ -41,6 +41,7 @@ from pytest_reliable.space import (
     Space,
     Variant,
 )
+from pytest_reliable.space.variant import restrict_order as restrict_order  # re-exported
 
 if TYPE_CHECKING:
     from pytest_reliable.tasks import Task
@@ -61,18 +62,6 @@ class Cell:
 
     variant: Variant
     demos: tuple[int, ...] = ()
-
-
-def restrict_order(order: tuple[int, ...] | None, n_options: int) -> tuple[int, ...]:
-    """The display order of an instance with ``n_options`` options under permutation ``order``:
-    its own positions, in the permutation's relative order (positions the permutation does not
-    cover, when an instance has more options than the plan was sized for, follow in order)."""
-    if order is None:
-        return tuple(range(n_options))
-    shown = tuple(p for p in order if p < n_options)
-    if len(shown) < n_options:
-        shown += tuple(range(len(order), n_options))
-    return shown
 
 
 def dataset_option_count(dataset: Sequence[Any]) -> int:

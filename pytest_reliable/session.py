@@ -8,7 +8,6 @@ translates between pytest and these.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,19 +28,23 @@ from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluation import (
     Calls,
     EvaluationSettings,
+    Evaluator,
     ScoreMatrix,
-    StagedEvaluation,
-    append_resamplings,
-    evaluate,
     greedy_cells,
     run_cells,
 )
-from pytest_reliable.gate import DEFAULT_POLICY, MAX_REGRESSION, reliable_thresholds
+from pytest_reliable.gate import (
+    DEFAULT_POLICY,
+    MAX_REGRESSION,
+    ThresholdCheck,
+    reliable_thresholds,
+)
 from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
 from pytest_reliable.models.base import AsyncModel
-from pytest_reliable.nstar import DEFAULT_METHOD, DEFAULT_N_MAX, NStarOutcome, run_auto
+from pytest_reliable.nstar import DEFAULT_METHOD, DEFAULT_N_MAX
 from pytest_reliable.nstar_store import NStarKey, NStarStore
 from pytest_reliable.results import ChecklistReport, ReliableReport
+from pytest_reliable.run_strategies import AutoN, FixedN, GateRun, RunStrategy, StopEarly
 from pytest_reliable.runner import (
     Budget,
     ProgressEvent,
@@ -50,8 +53,7 @@ from pytest_reliable.runner import (
 )
 from pytest_reliable.sampling import derive_seed
 from pytest_reliable.space import Space
-from pytest_reliable.stopping import run_until_settled
-from pytest_reliable.summary import RangeSummary, check_scores, summarize
+from pytest_reliable.summary import RangeSummary, Summary, check_scores, summarize
 from pytest_reliable.tasks import Task
 
 log = logging.getLogger("pytest_reliable.session")
@@ -109,6 +111,29 @@ ProgressCallback = Callable[[str, ProgressEvent], None]
 class _Compared:
     result: BaselineComparison
     problems: list[str]
+
+
+@dataclass(frozen=True)
+class ReliableTest:
+    """One reliable test's inputs, resolved: what each step of `run_reliable` reads."""
+
+    nodeid: str
+    spec: ReliableSpec
+    dataset: Dataset
+    task: Task
+    space: Space
+    model: AsyncModel
+    seed: int
+    """The test's own seed: `derive_seed` of the session seed and the nodeid."""
+    decide: str
+    """The policy its thresholds are decided under: the marker's, else the project's."""
+
+    def evaluation(self) -> EvaluationSettings:
+        """The evaluation the marker asks for, without its size (the run strategy's choice)."""
+        spec = self.spec
+        return EvaluationSettings(n=0, mode=spec.mode, seed=self.seed, k=spec.k,
+                                  temperature=spec.temperature, max_tokens=spec.max_tokens,
+                                  nodeid=self.nodeid)
 
 
 @dataclass
@@ -251,141 +276,68 @@ class ReliableSession:
         self, nodeid: str, data: Records, task: Task, spec: ReliableSpec, user_model: Any = None,
         user_baseline: Any = None,
     ) -> ReliableReport:
+        """Choose the test's run strategy, run it, summarize, compare with the baseline, gate,
+        report."""
+        test = self.reliable_test(nodeid, data, task, spec, user_model)
+        pairing = self.baseline_for(test, user_baseline)
+        evaluator = Evaluator(test.dataset, task, test.space, test.evaluation(), test.model,
+                              lambda on: self.runner(on, nodeid))
+        ran = self.strategy_for(test).run(evaluator)
+        check_scores(ran.matrix, task, test.dataset)
+        summary = summarize(
+            ran.matrix, test.space, mode=spec.mode, eps=spec.eps, delta=spec.delta,
+            min_cells=spec.min_cells, confidence=spec.confidence,
+            group_by=spec.grouping(), order_group_by=spec.order_group_by, n_star=ran.n_star,
+            n_star_curve=ran.n_star_curve,
+        )
+        comparison = None if pairing is None else self.compare_with_baseline(
+            test, pairing, ran.matrix, lambda on: evaluator.run(ran.matrix.n_resamplings, on),
+            summary.formats,
+        )
+        thresholds = _gate(test, summary, comparison)
+        return _reliable_report(test, ran, summary, thresholds, comparison,
+                                evaluator.prompt_tokens())
+
+    def reliable_test(
+        self, nodeid: str, data: Records, task: Task, spec: ReliableSpec, user_model: Any = None
+    ) -> ReliableTest:
+        """The test's inputs, checked (the dataset against the task) and resolved (its space,
+        model, seed and policy) before any call."""
         dataset = self.dataset(data)
         task.validate(dataset)
-        space = self.space(spec.space)
-        model = self.resolve_model(user_model)
-        seed = derive_seed(self.settings.seed, nodeid)
-        pairing = self.baseline_for(nodeid, spec, user_baseline, space, dataset)
-        base = EvaluationSettings(
-            n=1,
-            mode=spec.mode,
-            seed=seed,
-            k=spec.k,
-            temperature=spec.temperature,
-            max_tokens=spec.max_tokens,
-            nodeid=nodeid,
+        return ReliableTest(
+            nodeid=nodeid, spec=spec, dataset=dataset, task=task, space=self.space(spec.space),
+            model=self.resolve_model(user_model), seed=derive_seed(self.settings.seed, nodeid),
+            decide=spec.decide or self.settings.decide,
         )
 
-        decide = spec.decide or self.settings.decide
-        runners: list[Runner] = []
-
-        def new_runner(on: AsyncModel) -> Runner:
-            runners.append(self.runner(on, nodeid))
-            return runners[-1]
-
-        def run(n: int, on: AsyncModel) -> ScoreMatrix:
-            settings = dataclasses.replace(base, n=n)
-            return evaluate(dataset, task, space, settings, new_runner(on))
-
-        def extend(head: ScoreMatrix, n: int) -> ScoreMatrix:
-            staged = StagedEvaluation(
-                dataset, task, space, dataclasses.replace(base, n=n), new_runner(model)
-            )
-            return append_resamplings(head, staged.run(head.n_resamplings, n, canonical=False))
-
-        auto: NStarOutcome | None = None
-        stopped_early, stop_reason = False, None
-        if spec.n is None and self.settings.n == "auto":
+    def strategy_for(self, test: ReliableTest) -> RunStrategy:
+        """n* under ``--reliable-n auto`` (when the marker gives no ``n``), else n resamplings,
+        in batches that may stop early when the marker or ``--reliable-stop-early`` asks."""
+        spec, settings = test.spec, self.settings
+        stop_early = spec.stop_early if spec.stop_early is not None else settings.stop_early
+        if spec.n is None and settings.n == "auto":
             reference = (
-                self.model_named(self.settings.reference_model)
-                if self.settings.reference_model
-                else model
+                self.model_named(settings.reference_model) if settings.reference_model
+                else test.model
             )
             key = NStarKey(
-                nodeid=nodeid, space_hash=space.hash, dataset_hash=dataset.hash,
+                nodeid=test.nodeid, space_hash=test.space.hash, dataset_hash=test.dataset.hash,
                 reference_model=reference.identity, mode=spec.mode, eps=spec.eps,
-                delta=spec.delta, seed=self.settings.seed, pilot_n=self.settings.pilot_n,
-                n_star_method=self.settings.n_method, n_max=self.settings.n_max,
+                delta=spec.delta, seed=settings.seed, pilot_n=settings.pilot_n,
+                n_star_method=settings.n_method, n_max=settings.n_max,
             )
-            assert self.settings.store_dir is not None
-            auto = run_auto(
-                key, NStarStore(self.settings.store_dir), reference_is_model=reference is model,
-                run=lambda n, on_reference: run(n, reference if on_reference else model),
-                extend=extend,
-            )
-            matrix = auto.matrix
-            if spec.stop_early or (spec.stop_early is None and self.settings.stop_early):
-                stop_reason = "not under --reliable-n auto: n* sizes the run"
-        else:
-            n = spec.n or (self.settings.n if isinstance(self.settings.n, int) else DEFAULT_N)
-            stop_early = spec.stop_early if spec.stop_early is not None else self.settings.stop_early
-            if stop_early:
-                stopped = run_until_settled(
-                    StagedEvaluation(dataset, task, space, dataclasses.replace(base, n=int(n)),
-                                     new_runner(model)),
-                    {name: (direction, float(getattr(spec, name)))
-                     for name, direction in RELIABLE_THRESHOLDS.items()
-                     if getattr(spec, name) is not None},
-                    decide=decide,
-                    confidence=spec.confidence,
-                )
-                matrix, stop_reason = stopped.matrix, stopped.reason
-                stopped_early = stopped.stopped_early
-            else:
-                matrix = run(int(n), model)
-
-        check_scores(matrix, task, dataset)
-        summary = summarize(
-            matrix, space, mode=spec.mode, eps=spec.eps, delta=spec.delta,
-            min_cells=spec.min_cells, confidence=spec.confidence,
-            group_by=spec.grouping(), order_group_by=spec.order_group_by,
-        )
-        n_star_source: str | None = "resamplings"
-        if auto is not None:
-            n_star_source = auto.source
-            summary.n_star, summary.n_star_reliable = auto.n_star, auto.reliable
-            summary.n_star_curve = auto.curve  # the curves that gave this n*: the pilot's
-            summary.achievable_eps = auto.achievable_eps
-        if summary.n_star is None:
-            n_star_source = None
-        temperature = (
-            spec.temperature if spec.temperature is not None
-            else space.canonical_variant().temperature
-        )
-        comparison = None
-        if pairing is not None:
-            comparison = self.compare_with_baseline(
-                nodeid, pairing, spec, space, dataset, matrix, seed,
-                lambda on: run(matrix.n_resamplings, on), summary.formats,
-            )
-        # The gate decides max_regression with the test's other thresholds (one Holm family).
-        thresholds = reliable_thresholds(
-            spec, summary, decide, baseline=comparison.result.difference if comparison else None
-        )
-        if comparison is not None:
-            comparison.result.check = next(
-                (c for c in thresholds if c.name == MAX_REGRESSION), None
-            )
-        return ReliableReport(
-            nodeid=nodeid,
-            model=model.identity,
-            space=space,
-            mode=spec.mode,
-            eps=spec.eps,
-            delta=spec.delta,
-            summary=summary,
-            matrix=matrix,
-            thresholds=thresholds,
-            decide=decide,
-            n_star_source=n_star_source,
-            pilot_n=auto.pilot_n if auto else None,
-            temperature=float(temperature),
-            calls_made=matrix.calls_made + (auto.extra_made if auto else 0),
-            calls_cached=matrix.calls_cached + (auto.extra_cached if auto else 0),
-            problems=list(matrix.problems)
-            + [f"baseline: {p}" for p in (comparison.problems if comparison else [])],
-            dataset_hash=dataset.hash,
-            baseline=comparison.result if comparison else None,
-            prompt_tokens={
-                "prompt_tokens_sent": sum(r.stats.prompt_tokens for r in runners),
-                "prompt_tokens_evaluated": sum(r.stats.prompt_tokens_evaluated for r in runners),
-            },
-            n_star_method=auto.method if auto else ("paper" if n_star_source else None),
-            n_star_paper=auto.n_star_paper if auto else None,
-            stopped_early=stopped_early,
-            stop_reason=stop_reason,
-        )
+            assert settings.store_dir is not None
+            return AutoN(key, NStarStore(settings.store_dir), reference,
+                         stop_reason="not under --reliable-n auto: n* sizes the run"
+                         if stop_early else None)
+        n = int(spec.n or (settings.n if isinstance(settings.n, int) else DEFAULT_N))
+        if not stop_early:
+            return FixedN(n)
+        thresholds = {name: (direction, float(getattr(spec, name)))
+                      for name, direction in RELIABLE_THRESHOLDS.items()
+                      if getattr(spec, name) is not None}
+        return StopEarly(n, thresholds, decide=test.decide, confidence=spec.confidence)
 
     # -- release candidate vs baseline (SPEC section 9; the work is in baseline.py) ----------
     @property
@@ -394,42 +346,40 @@ class ReliableSession:
             self._stored_baseline = StoredBaseline.load(self.settings.baseline_report)
         return self._stored_baseline
 
-    def baseline_for(
-        self, nodeid: str, spec: ReliableSpec, user_baseline: Any, space: Space, dataset: Dataset
-    ) -> BaselineChoice | None:
+    def baseline_for(self, test: ReliableTest, user_baseline: Any) -> BaselineChoice | None:
         """What the test compares against (None: it does not compare); a stored report is
         checked here, before any call."""
+        spec = test.spec
         if spec.baseline is None and spec.max_regression is None:
             return None
         choice = choose_baseline(spec.baseline, user_baseline, self.settings.baseline_model,
-                                 self.stored_baseline, nodeid)
+                                 self.stored_baseline, test.nodeid)
         if choice.kind == "report":
             assert self.stored_baseline is not None
             n = spec.n or (self.settings.n if isinstance(self.settings.n, int) else None)
             if n is None and self.settings.n != "auto":
                 n = DEFAULT_N
             self.stored_baseline.check(
-                nodeid, seed=self.settings.seed, space_hash=space.hash,
-                dataset_hash=dataset.hash, mode=spec.mode, n=n, n_instances=len(dataset),
-                k=spec.k,
+                test.nodeid, seed=self.settings.seed, space_hash=test.space.hash,
+                dataset_hash=test.dataset.hash, mode=spec.mode, n=n,
+                n_instances=len(test.dataset), k=spec.k,
             )
         return choice
 
     def compare_with_baseline(
-        self, nodeid: str, choice: BaselineChoice, spec: ReliableSpec, space: Space,
-        dataset: Dataset, matrix: ScoreMatrix, seed: int,
+        self, test: ReliableTest, choice: BaselineChoice, matrix: ScoreMatrix,
         run_plan: Callable[[AsyncModel], ScoreMatrix], ranges: RangeSummary,
     ) -> _Compared:
         """The baseline on the candidate's plan (``run_plan``: same cells, cache and runner),
-        or the stored report's scores, compared with the candidate over the groups of its
-        format range ``ranges`` (the test's grouping)."""
+        or the stored report's scores, compared with the candidate ``matrix`` over the groups of
+        its format range ``ranges`` (the test's grouping)."""
         if choice.kind == "report":
             assert self.stored_baseline is not None
             self.stored_baseline.check(  # n is known now, also under --reliable-n auto
-                nodeid, seed=self.settings.seed, space_hash=space.hash,
-                dataset_hash=dataset.hash, mode=spec.mode, n=matrix.n_resamplings,
+                test.nodeid, seed=self.settings.seed, space_hash=test.space.hash,
+                dataset_hash=test.dataset.hash, mode=test.spec.mode, n=matrix.n_resamplings,
             )
-            scores = self.stored_baseline.scores(nodeid)
+            scores = self.stored_baseline.scores(test.nodeid)
         else:
             if choice.kind == "fixture":
                 on = self.resolve_model(choice.obj)
@@ -437,9 +387,8 @@ class ReliableSession:
                 assert choice.name is not None
                 on = self.model_named(choice.name, self.settings.baseline_base_url)
             scores = BaselineScores.from_matrix(on.identity, run_plan(on))
-        result = compare(
-            matrix, scores, ranges, mode=spec.mode, confidence=spec.confidence, seed=seed,
-        )
+        result = compare(matrix, scores, ranges, mode=test.spec.mode,
+                         confidence=test.spec.confidence, seed=test.seed)
         return _Compared(result, scores.problems)
 
     # -- CheckList tests -------------------------------------------------------------------
@@ -460,8 +409,9 @@ class ReliableSession:
 
         def predict(examples: Sequence[dict[str, Any]]) -> list[checklist.Prediction]:
             cells = greedy_cells(examples, task, space, spec.max_tokens)
-            calls.add(run_cells(cells, examples, task, runner, nodeid))
-            return [checklist.Prediction(c.prediction, c.parsed, c.text or "") for c in cells]
+            graded, ran = run_cells(cells, examples, task, runner)
+            calls.add(ran)
+            return [checklist.Prediction(c.prediction, c.parsed, c.text or "") for c in graded]
 
         result = checklist.run_marked(
             spec, list(dataset), predict, task, seed=derive_seed(self.settings.seed, nodeid),
@@ -476,3 +426,55 @@ class ReliableSession:
             calls_cached=calls.cached,
             problems=calls.problems,
         )
+
+
+def _gate(
+    test: ReliableTest, summary: Summary, comparison: _Compared | None
+) -> list[ThresholdCheck]:
+    """The test's thresholds decided under its policy; max_regression is decided with the
+    others (one Holm family) and its check is also the comparison's."""
+    thresholds = reliable_thresholds(
+        test.spec, summary, test.decide,
+        baseline=comparison.result.difference if comparison else None,
+    )
+    if comparison is not None:
+        comparison.result.check = next((c for c in thresholds if c.name == MAX_REGRESSION), None)
+    return thresholds
+
+
+def _reliable_report(
+    test: ReliableTest, ran: GateRun, summary: Summary, thresholds: list[ThresholdCheck],
+    comparison: _Compared | None, prompt_tokens: dict[str, int],
+) -> ReliableReport:
+    spec, matrix = test.spec, ran.matrix
+    n_star_source = ran.n_star_source if summary.n_star is not None else None
+    temperature = (
+        spec.temperature if spec.temperature is not None
+        else test.space.canonical_variant().temperature
+    )
+    return ReliableReport(
+        nodeid=test.nodeid,
+        model=test.model.identity,
+        space=test.space,
+        mode=spec.mode,
+        eps=spec.eps,
+        delta=spec.delta,
+        summary=summary,
+        matrix=matrix,
+        thresholds=thresholds,
+        decide=test.decide,
+        n_star_source=n_star_source,
+        pilot_n=ran.pilot_n,
+        temperature=float(temperature),
+        calls_made=ran.calls_made,
+        calls_cached=ran.calls_cached,
+        problems=list(matrix.problems)
+        + [f"baseline: {p}" for p in (comparison.problems if comparison else [])],
+        dataset_hash=test.dataset.hash,
+        baseline=comparison.result if comparison else None,
+        prompt_tokens=prompt_tokens,
+        n_star_method=ran.n_star_method if n_star_source else None,
+        n_star_paper=ran.n_star.n_star_paper if ran.n_star else None,
+        stopped_early=ran.stopped_early,
+        stop_reason=ran.stop_reason,
+    )

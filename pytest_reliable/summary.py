@@ -31,6 +31,7 @@ from pytest_reliable import stats
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.evaluation import CANONICAL, CellResult, ScoreMatrix
 from pytest_reliable.nstar import curve_entry
+from pytest_reliable.nstar_store import NStarEntry
 from pytest_reliable.sampling import n_listed_units
 from pytest_reliable.space import PERMUTE_LISTED_MAX, Space
 
@@ -413,6 +414,18 @@ class Summary:
         }
 
 
+def _own_n_star(
+    per_resampling: np.ndarray, eps: float, delta: float
+) -> tuple[NStarEntry | None, NStarCurveEntry | None]:
+    """The paper's n* of a run's own per-resampling scores and its curves (None below 2
+    resamplings)."""
+    if per_resampling.size < 2:
+        return None, None
+    found = stats.min_reliable_n(per_resampling, eps=eps, delta=delta)
+    entry = NStarEntry(int(found.n_star), bool(found.reliable), float(found.achievable_eps))
+    return entry, curve_entry(found, "resamplings")
+
+
 def summarize(
     matrix: ScoreMatrix,
     space: Space,
@@ -424,8 +437,15 @@ def summarize(
     confidence: float = 0.95,
     group_by: str | tuple[str, ...] | None = None,
     order_group_by: str = "gold_position",
+    n_star: NStarEntry | None = None,
+    n_star_curve: NStarCurveEntry | None = None,
 ) -> Summary:
-    """``group_by`` None = the mode's default ("formats" in fixed, "dimensions" in ilr)."""
+    """``group_by`` None = the mode's default ("formats" in fixed, "dimensions" in ilr).
+
+    ``n_star``: n* as the run strategy decided it (``--reliable-n auto``: from a pilot or the
+    store), ``n_star_curve`` the curves it was read from (None for a stored n*); ``n_star``
+    None = the paper's n* of the matrix's own resamplings (none below 2 of them) and its curves.
+    """
     grouping = group_by if group_by is not None else ("formats" if mode == "fixed" else "dimensions")
     scores = matrix.scores
     per_resampling = matrix.resampling_scores()
@@ -442,13 +462,8 @@ def summarize(
     at_k_each = np.array([stats.pass_at_k(k, int(c), k) for c in successes])
     hat_k_each = np.array([stats.pass_hat_k(k, int(c), k) for c in successes])
     at_1 = float(matrix.canonical_scores.mean())
-    n_star = reliable = achievable = curve = None
-    if matrix.n_resamplings >= 2:
-        result = stats.min_reliable_n(per_resampling, eps=eps, delta=delta)
-        n_star, reliable, achievable = (
-            int(result.n_star), bool(result.reliable), float(result.achievable_eps)
-        )
-        curve = curve_entry(result, "resamplings")
+    if n_star is None:
+        n_star, n_star_curve = _own_n_star(per_resampling, eps, delta)
     cells = matrix.resampling_cells()
     shape = (matrix.n_resamplings, matrix.n_instances)
     orders_lab = orders_labelling(matrix, cells, order_group_by)
@@ -482,9 +497,9 @@ def summarize(
         pass_at_k=float(at_k_each.mean()),
         pass_hat_k=float(hat_k_each.mean()),
         k=k,
-        n_star=n_star,
-        n_star_reliable=reliable,
-        achievable_eps=achievable,
+        n_star=n_star.n_star if n_star is not None else None,
+        n_star_reliable=n_star.reliable if n_star is not None else None,
+        achievable_eps=n_star.achievable_eps if n_star is not None else None,
         unparsed=unparsed,
         confidence=confidence,
         interval_method=interval_method,
@@ -495,5 +510,5 @@ def summarize(
                    if per_resampling.size else None),
         pass_at_k_bound=stats.clustered_mean(at_k_each),
         pass_hat_k_bound=stats.clustered_mean(hat_k_each),
-        n_star_curve=curve,
+        n_star_curve=n_star_curve,
     )

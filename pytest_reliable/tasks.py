@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_reliable.errors import DatasetError
+from pytest_reliable.prompt import Prompt
 
 if TYPE_CHECKING:
     from pytest_reliable.data import Dataset
-    from pytest_reliable.render import Prompt
 
 Example = Mapping[str, Any]
 

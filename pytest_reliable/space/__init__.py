@@ -13,14 +13,16 @@ is one value per dimension plus an option-order permutation. Validity rules (aft
 
 An invalid variant is never produced by sampling. This package never renders prompts.
 
-Modules: `labels` (enumerators and casing), `dimensions` (dimension names, defaults, limits),
-`variant` (`Variant`), `core` (`Space`, its validity rules and format tables), `declaration`
-(building a space from a mapping, with errors naming file, key path, line and fix), `config`
+Modules, each importing only those before it: `labels` (enumerators and casing), `dimensions`
+(dimension names, defaults, limits), `variant` (`Variant` and the rules one variant obeys),
+`declaration` (what a space declares, validated from a mapping, with errors naming file, key
+path, line and fix), `core` (`Space`, built from a declaration: hash and format tables), `config`
 (reliable.yaml) and `lock` (reliable.lock).
 """
 
 from pytest_reliable.space.config import load_spaces, parse_spaces
-from pytest_reliable.space.core import FewShot, Space, iter_variants
+from pytest_reliable.space.core import Space, iter_variants
+from pytest_reliable.space.declaration import FewShot
 from pytest_reliable.space.dimensions import (
     FORMAT_DIMENSIONS,
     LIST_LIMIT,

@@ -1,4 +1,7 @@
-"""`Space`: the immutable declaration, its hash, the validity rules R1-R3 and the format tables."""
+"""`Space`: the immutable declaration, its hash, the validity rules R1-R3 and the format tables.
+
+A `Space` is built from a validated `Declaration` (declaration.py); this module never reads a
+mapping itself."""
 
 from __future__ import annotations
 
@@ -6,12 +9,12 @@ import itertools
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from pytest_reliable.files import content_hash
+from pytest_reliable.space.declaration import Declaration, FewShot, declare
 from pytest_reliable.space.dimensions import (
     FORMAT_DIMENSIONS,
     KEYS,
@@ -20,16 +23,7 @@ from pytest_reliable.space.dimensions import (
     display_value,
 )
 from pytest_reliable.space.labels import ENUMERATOR_CAPACITY, apply_casing
-from pytest_reliable.space.variant import Variant, _quote
-
-
-@dataclass(frozen=True)
-class FewShot:
-    """Few-shot settings: demonstration counts (a dimension), pool size and demo order."""
-
-    count: tuple[int, ...] = (0,)
-    pool: int = 10
-    order: str = "shuffle"
+from pytest_reliable.space.variant import Variant, violations
 
 
 class Space:
@@ -40,36 +34,18 @@ class Space:
     """
 
     __slots__ = (
-        "_canonical",
-        "_few_shot",
+        "_declared",
         "_hash",
-        "_name",
         "_normalized",
-        "_option_order",
         "_plain",
-        "_source",
         "_tables",
         "_values",
     )
 
-    def __init__(
-        self,
-        name: str,
-        values: Mapping[str, tuple[Any, ...]],
-        option_order: str,
-        few_shot: FewShot,
-        canonical: Mapping[str, Any],
-        *,
-        source: str | None = None,
-        plain: bool = False,
-    ) -> None:
-        self._name = name
-        self._values = {d: tuple(values[d]) for d in VALUE_DIMENSIONS if d != "few_shot"}
-        self._values["few_shot"] = tuple(few_shot.count)
-        self._option_order = option_order
-        self._few_shot = few_shot
-        self._canonical = dict(canonical)
-        self._source = source
+    def __init__(self, declared: Declaration, *, plain: bool = False) -> None:
+        self._declared = declared
+        self._values = {d: tuple(declared.values[d]) for d in VALUE_DIMENSIONS if d != "few_shot"}
+        self._values["few_shot"] = tuple(declared.few_shot.count)
         self._plain = plain
         self._normalized: dict[str, Any] | None = None
         self._hash: str | None = None
@@ -81,13 +57,13 @@ class Space:
         object.__setattr__(self, key, value)
 
     def __repr__(self) -> str:
-        return f"Space({self._name!r}, hash={self.hash[:12]})"
+        return f"Space({self.name!r}, hash={self.hash[:12]})"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Space) and other.hash == self.hash and other.name == self.name
 
     def __hash__(self) -> int:
-        return hash((self._name, self.hash))
+        return hash((self.name, self.hash))
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -104,10 +80,8 @@ class Space:
 
         ``source`` names the file for error messages, ``lines`` maps key paths to YAML lines.
         """
-        from pytest_reliable.space.declaration import build  # it builds Spaces: import at call
-
-        return build(name, mapping, source=source, lines=lines or {},
-                     prefix=path_prefix if path_prefix is not None else f"spaces.{name}")
+        return cls(declare(name, mapping, source=source, lines=lines or {},
+                           prefix=path_prefix if path_prefix is not None else f"spaces.{name}"))
 
     @classmethod
     def default(cls) -> Space:
@@ -135,19 +109,17 @@ class Space:
         """A one-variant space that renders the task's own prompt (used by CheckList tests
         without ``space=``): a `Classification` with a template renders the template, without
         one the text followed by a line listing the labels; other tasks the default format."""
-        base = cls.from_mapping("plain", {}, source="built-in plain space")
-        return cls(base._name, {d: base._values[d] for d in VALUE_DIMENSIONS if d != "few_shot"},
-                   base._option_order, base._few_shot, base._canonical, source=base._source,
-                   plain=True)
+        return cls(declare("plain", {}, source="built-in plain space", lines={},
+                           prefix="spaces.plain"), plain=True)
 
     # -- properties -----------------------------------------------------------------------
     @property
     def name(self) -> str:
-        return self._name
+        return self._declared.name
 
     @property
     def source(self) -> str | None:
-        return self._source
+        return self._declared.source
 
     @property
     def is_plain(self) -> bool:
@@ -155,11 +127,11 @@ class Space:
 
     @property
     def option_order(self) -> str:
-        return self._option_order
+        return self._declared.option_order
 
     @property
     def few_shot(self) -> FewShot:
-        return self._few_shot
+        return self._declared.few_shot
 
     @property
     def dimensions(self) -> dict[str, tuple[Any, ...]]:
@@ -179,7 +151,7 @@ class Space:
     @property
     def canonical(self) -> dict[str, Any]:
         """The canonical value of every value dimension."""
-        return {d: self._canonical.get(d, self._values[d][0]) for d in VALUE_DIMENSIONS}
+        return self._declared.canonical_values()
 
     def normalized(self) -> dict[str, Any]:
         """The declaration with defaults filled in, as plain JSON-able data (what the hash covers)."""
@@ -187,10 +159,11 @@ class Space:
             out: dict[str, Any] = {}
             for key in KEYS:
                 if key == "option_order":
-                    out[key] = self._option_order
+                    out[key] = self.option_order
                 elif key == "few_shot":
-                    out[key] = {"count": list(self._few_shot.count), "pool": self._few_shot.pool,
-                                "order": self._few_shot.order}
+                    few_shot = self.few_shot
+                    out[key] = {"count": list(few_shot.count), "pool": few_shot.pool,
+                                "order": few_shot.order}
                 elif key == "canonical":
                     out[key] = {d: v for d, v in self.canonical.items()}
                 else:
@@ -213,9 +186,7 @@ class Space:
 
     def canonical_variant(self) -> Variant:
         """The first value of every dimension unless ``canonical:`` says; original order."""
-        c = self.canonical
-        return Variant(**{d: c[d] for d in FORMAT_DIMENSIONS}, few_shot=int(c["few_shot"]),
-                       temperature=float(c["temperature"]), order=None)
+        return self._declared.canonical_variant()
 
     # -- validity -------------------------------------------------------------------------
     def is_valid(self, variant: Variant, n_options: int | None = None) -> bool:
@@ -224,25 +195,7 @@ class Space:
 
     def violations(self, variant: Variant, n_options: int | None = None) -> list[str]:
         """The validity rules ``variant`` breaks, one sentence each."""
-        problems = []
-        if "\n" not in variant.field_spacing:
-            for dim in ("option_separator", "field_marker", "answer_sentinel"):
-                if "\n" in getattr(variant, dim):
-                    problems.append(f"R1: field_spacing {_quote(variant.field_spacing)} has no "
-                                    f"newline but {dim} {_quote(getattr(variant, dim))} has one")
-        capacity = ENUMERATOR_CAPACITY.get(variant.enumerator)
-        if n_options is not None and capacity is not None and n_options > capacity:
-            problems.append(f"R2: enumerator {variant.enumerator} has labels for at most "
-                            f"{capacity} options, the data has {n_options}")
-        casings = self._values["casing"]
-        if variant.casing in casings:
-            mine = (variant.marker, variant.sentinel)
-            for casing in casings[: casings.index(variant.casing)]:
-                if (apply_casing(casing, variant.field_marker),
-                        apply_casing(casing, variant.answer_sentinel)) == mine:
-                    problems.append(f"R3: casing {variant.casing} renders as casing {casing}")
-                    break
-        return problems
+        return violations(variant, self._values["casing"], n_options)
 
     def valid_formats(self, n_options: int) -> np.ndarray | None:
         """Rows of value indexes (one column per FORMAT_DIMENSIONS) of every valid format, or
@@ -256,7 +209,7 @@ class Space:
     def n_valid_variants(self, n_options: int = 4) -> int:
         """Valid variants for data with ``n_options`` options: formats x few-shot counts x
         temperatures x option orders (n! with ``permute``, counted even when sampled)."""
-        orders = math.factorial(n_options) if self._option_order == "permute" else 1
+        orders = math.factorial(n_options) if self.option_order == "permute" else 1
         return (self.n_valid_formats(n_options) * len(self._values["few_shot"])
                 * len(self._values["temperature"]) * orders)
 

@@ -1,16 +1,23 @@
-"""Building a `Space` from a mapping (reliable.yaml or code), with errors that name the file, the
-key path, the line and the fix."""
+"""What a space declares, validated from a mapping (reliable.yaml or code) with errors that name
+the file, the key path, the line and the fix. `Space` (core.py) is built from a `Declaration`."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_reliable.errors import ReliableConfigError
-from pytest_reliable.space.core import FewShot, Space
-from pytest_reliable.space.dimensions import DEFAULTS, KEYS, VALUE_DIMENSIONS, display_value
+from pytest_reliable.space.dimensions import (
+    DEFAULTS,
+    FORMAT_DIMENSIONS,
+    KEYS,
+    VALUE_DIMENSIONS,
+    display_value,
+)
 from pytest_reliable.space.labels import CASINGS, ENUMERATORS
+from pytest_reliable.space.variant import Variant, violations
 
 _NULLABLE = {"instruction", "system_message"}
 _STRING_DIMS = {"instruction", "field_marker", "answer_sentinel", "field_spacing", "wrapper",
@@ -57,9 +64,43 @@ class _Where:
         return ReliableConfigError(f"{where}: {problem}. Fix: {fix}.")
 
 
-def build(name: str, mapping: Mapping[str, Any] | None, *, source: str | None,
-          lines: Mapping[str, int], prefix: str) -> Space:
-    """The validated space ``name`` (what `Space.from_mapping` returns)."""
+@dataclass(frozen=True)
+class FewShot:
+    """Few-shot settings: demonstration counts (a dimension), pool size and demo order."""
+
+    count: tuple[int, ...] = (0,)
+    pool: int = 10
+    order: str = "shuffle"
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One space as declared, validated, with every default filled in."""
+
+    name: str
+    values: Mapping[str, tuple[Any, ...]]
+    """Every value dimension but ``few_shot`` -> its values (``few_shot.count`` holds those)."""
+    option_order: str
+    few_shot: FewShot
+    canonical: Mapping[str, Any]
+    """The dimensions whose canonical value is not their first, -> that value."""
+    source: str | None = None
+
+    def canonical_values(self) -> dict[str, Any]:
+        """The canonical value of every value dimension: the first unless ``canonical:`` says."""
+        first = {**{d: v[0] for d, v in self.values.items()}, "few_shot": self.few_shot.count[0]}
+        return {d: self.canonical.get(d, first[d]) for d in VALUE_DIMENSIONS}
+
+    def canonical_variant(self) -> Variant:
+        """The canonical values in the original option order."""
+        c = self.canonical_values()
+        return Variant(**{d: c[d] for d in FORMAT_DIMENSIONS}, few_shot=int(c["few_shot"]),
+                       temperature=float(c["temperature"]), order=None)
+
+
+def declare(name: str, mapping: Mapping[str, Any] | None, *, source: str | None,
+            lines: Mapping[str, int], prefix: str) -> Declaration:
+    """The validated declaration of space ``name`` (what `Space.from_mapping` is built from)."""
     where = _Where(source, lines, prefix)
     if mapping is None:
         mapping = {}
@@ -81,13 +122,13 @@ def build(name: str, mapping: Mapping[str, Any] | None, *, source: str | None,
         raise where.error(path, f"{path}: {option_order!r} is not an option order", _FIX["option_order"])
     few_shot = _few_shot(mapping.get("few_shot"), where)
     canonical = _canonical(mapping.get("canonical"), {**values, "few_shot": few_shot.count}, where)
-    space = Space(name, values, str(option_order), few_shot, canonical, source=source)
-    problems = space.violations(space.canonical_variant())
+    declared = Declaration(name, values, str(option_order), few_shot, canonical, source)
+    problems = violations(declared.canonical_variant(), values["casing"])
     if problems:
         path = where.path("canonical")
         raise where.error(path, f"{prefix}: the canonical variant is invalid ({'; '.join(problems)})",
                           "change the first values or `canonical:` so that they obey the rule")
-    return space
+    return declared
 
 
 def _value_list(dim: str, raw: Any, where: _Where) -> tuple[Any, ...]:

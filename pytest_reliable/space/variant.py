@@ -1,14 +1,16 @@
-"""`Variant`: one value per dimension plus an option-order permutation."""
+"""`Variant`: one value per dimension plus an option-order permutation, and the validity rules
+R1-R3 one variant obeys (`violations`)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pytest_reliable.files import content_hash
 from pytest_reliable.space.dimensions import FORMAT_DIMENSIONS, VALUE_DIMENSIONS
-from pytest_reliable.space.labels import apply_casing
+from pytest_reliable.space.labels import ENUMERATOR_CAPACITY, apply_casing
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,44 @@ class Variant:
         if self.order is not None:
             parts.append("order " + ",".join(str(p + 1) for p in self.order))
         return ", ".join(parts)
+
+
+def violations(
+    variant: Variant, casings: Sequence[str], n_options: int | None = None
+) -> list[str]:
+    """The validity rules ``variant`` breaks, one sentence each, in a space whose casing values
+    are ``casings`` (R3 keeps the first of the casings that render alike; R2 needs
+    ``n_options``)."""
+    problems = []
+    if "\n" not in variant.field_spacing:
+        for dim in ("option_separator", "field_marker", "answer_sentinel"):
+            if "\n" in getattr(variant, dim):
+                problems.append(f"R1: field_spacing {_quote(variant.field_spacing)} has no "
+                                f"newline but {dim} {_quote(getattr(variant, dim))} has one")
+    capacity = ENUMERATOR_CAPACITY.get(variant.enumerator)
+    if n_options is not None and capacity is not None and n_options > capacity:
+        problems.append(f"R2: enumerator {variant.enumerator} has labels for at most "
+                        f"{capacity} options, the data has {n_options}")
+    if variant.casing in casings:
+        mine = (variant.marker, variant.sentinel)
+        for casing in casings[: casings.index(variant.casing)]:
+            if (apply_casing(casing, variant.field_marker),
+                    apply_casing(casing, variant.answer_sentinel)) == mine:
+                problems.append(f"R3: casing {variant.casing} renders as casing {casing}")
+                break
+    return problems
+
+
+def restrict_order(order: tuple[int, ...] | None, n_options: int) -> tuple[int, ...]:
+    """The display order of an instance with ``n_options`` options under permutation ``order``:
+    its own positions, in the permutation's relative order (positions the permutation does not
+    cover, when an instance has more options than the plan was sized for, follow in order)."""
+    if order is None:
+        return tuple(range(n_options))
+    shown = tuple(p for p in order if p < n_options)
+    if len(shown) < n_options:
+        shown += tuple(range(len(order), n_options))
+    return shown
 
 
 def _short(text: str, width: int = 40) -> str:
