@@ -334,9 +334,9 @@ class ReliableSession:
         n = int(spec.n or (settings.n if isinstance(settings.n, int) else DEFAULT_N))
         if not stop_early:
             return FixedN(n)
-        thresholds = {name: (direction, float(getattr(spec, name)))
-                      for name, direction in RELIABLE_THRESHOLDS.items()
-                      if getattr(spec, name) is not None}
+        thresholds: dict[str, tuple[str, float]] = {
+            name: (direction, float(getattr(spec, name)))
+            for name, direction in RELIABLE_THRESHOLDS.items() if getattr(spec, name) is not None}
         return StopEarly(n, thresholds, decide=test.decide, confidence=spec.confidence)
 
     # -- release candidate vs baseline (SPEC section 9; the work is in baseline.py) ----------
