@@ -34,7 +34,7 @@ from typing import Any
 
 from pytest_reliable.files import sha256_hex
 from pytest_reliable.nstar_store import NStarEntries, NStarKey
-from pytest_reliable.redact import redact, register_secret, register_url_secrets
+from pytest_reliable.redact import redact, register_environment_secrets, register_url_secrets
 from pytest_reliable.store.base import (
     AnswerRow,
     Ledger,
@@ -87,7 +87,7 @@ def _modules() -> tuple[Any, Any]:
 def register_store_secrets(url: str) -> None:
     """The URL's password and ``PGPASSWORD`` never appear in anything the plugin prints."""
     register_url_secrets(url)
-    register_secret(os.environ.get("PGPASSWORD"))
+    register_environment_secrets("PGPASSWORD")
 
 
 def _one_line(error: BaseException) -> str:
@@ -105,7 +105,10 @@ class PostgresStore(Store):
     schema_version = SCHEMA_VERSION
     read_batch = 1000
 
-    def __init__(self, url: str, record_mode: str = "new", *, pool_size: int = POOL_SIZE) -> None:
+    def __init__(self, url: str, record_mode: str = "new", *, pool_size: int = POOL_SIZE,
+                 wait_s: float = POOL_WAIT_S) -> None:
+        """``wait_s``: how long a query waits for a connection before the store counts as lost
+        for a while (mid-run; start-up failures are usage errors at once)."""
         register_store_secrets(url)
         psycopg, psycopg_pool = _modules()
         info = psycopg.conninfo.conninfo_to_dict(url)
@@ -118,7 +121,7 @@ class PostgresStore(Store):
         self._psycopg = psycopg
         self.has_schema = self._prepare()
         self._pool = psycopg_pool.ConnectionPool(
-            url, min_size=1, max_size=pool_size, open=False, timeout=POOL_WAIT_S,
+            url, min_size=1, max_size=pool_size, open=False, timeout=wait_s,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
             name="pytest-reliable", reconnect_timeout=3600.0,
         )
