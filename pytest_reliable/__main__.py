@@ -1,5 +1,6 @@
 """``python -m pytest_reliable html REPORT.json -o PAGE.html``: rebuild the HTML page of a run
-from its JSON report (``--reliable-report``), with no model call."""
+from its JSON report (``--reliable-report``), with no model call. ``python -m pytest_reliable cache
+merge|export|import``: cached answers between stores (`pytest_reliable.store.cli`)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     page.add_argument("report", type=Path, metavar="REPORT.json")
     page.add_argument("-o", "--output", type=Path, metavar="PAGE.html",
                       help="where to write the page (default: REPORT.html next to REPORT.json)")
+    from pytest_reliable.store.cli import add_cache_command, run_cache
+
+    add_cache_command(commands)
     args = parser.parse_args(argv)
+    if args.command == "cache":
+        code, text = run_cache(args)
+        (sys.stdout if code == 0 else sys.stderr).write(text)
+        return code
 
     try:
         report = load_report(args.report)

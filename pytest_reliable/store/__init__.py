@@ -45,9 +45,9 @@ def parse_store_url(text: str) -> str:
     scheme = urlsplit(url).scheme.lower()
     if scheme not in URL_SCHEMES:
         raise ValueError(
-            f"{redact(url)!r} is not a store URL: give postgresql://USER@HOST:PORT/DATABASE "
-            "(the password in PGPASSWORD or ~/.pgpass), or leave --reliable-store out for the "
-            "local sqlite files under .reliable/"
+            f"{redact(url)!r} is not a store URL: give a postgresql://HOST:PORT/DATABASE URL "
+            "(user and password in it, or in PGUSER, PGPASSWORD or ~/.pgpass), or leave "
+            "--reliable-store out for the local sqlite files under .reliable/"
         )
     return url
 

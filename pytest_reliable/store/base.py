@@ -340,6 +340,23 @@ class Store(ABC):
     def release(self, key: str) -> None:
         self.claims.release(key)
 
+    # -- bulk (``cache merge|export|import``): no memory keeping, a failure raises ---------------
+    @abstractmethod
+    def rows(self, batch: int = 2000) -> Iterator[list[AnswerRow]]:
+        """Every stored answer, in batches."""
+
+    def read_rows(self, keys: Sequence[str]) -> list[AnswerRow]:
+        """The stored rows among ``keys`` (one query per `read_batch`); `StoreUnavailable`."""
+        found: list[AnswerRow] = []
+        for start in range(0, len(keys), self.read_batch):
+            found += self._read(keys[start : start + self.read_batch])
+        return found
+
+    def write_rows(self, rows: Sequence[AnswerRow]) -> None:
+        """Insert ``rows`` where their key is absent, now; `StoreUnavailable` when it cannot."""
+        if rows:
+            self._write(rows, replace=False)
+
     # -- life --------------------------------------------------------------------------------------
     def close(self) -> None:
         """Last tries for the answers kept in memory, then release everything."""
@@ -360,11 +377,6 @@ class Store(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def chunks(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 __all__ = [

@@ -20,7 +20,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -331,16 +331,19 @@ class LocalStore(Store):
     def ledger(self, run_id: str) -> Ledger:
         return SqliteLedger(self.budget_path, run_id)
 
-    def rows(self, batch: int = 2000) -> Any:
+    def rows(self, batch: int = 2000) -> Iterator[list[AnswerRow]]:
         """Every stored row, in insertion order, in batches (for ``cache merge|export``)."""
         last = 0
         while True:
             with self._conn_lock:
                 if self._conn is None:
                     return
-                found = self._conn.execute(
-                    f"SELECT rowid, {COLUMNS} FROM responses WHERE rowid > ? ORDER BY rowid "
-                    "LIMIT ?", (last, batch)).fetchall()
+                try:
+                    found = self._conn.execute(
+                        f"SELECT rowid, {COLUMNS} FROM responses WHERE rowid > ? ORDER BY rowid "
+                        "LIMIT ?", (last, batch)).fetchall()
+                except sqlite3.Error as error:
+                    raise _unavailable(error) from None
             if not found:
                 return
             last = found[-1][0]

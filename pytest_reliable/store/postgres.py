@@ -282,13 +282,6 @@ class PostgresStore(Store):
             last = found[-1][0]
             yield [row_from_postgres(values) for values in found]
 
-    def write_rows(self, rows: Sequence[AnswerRow]) -> None:
-        """Insert-or-ignore ``rows`` now, raising `StoreUnavailable` (for ``cache import``)."""
-        self._write(rows, replace=False)
-
-    def read_rows(self, keys: Sequence[str]) -> list[AnswerRow]:
-        return self._read(keys)
-
 
 def row_to_postgres(row: AnswerRow) -> tuple[Any, ...]:
     return (row.key, row.text.encode("utf-8", "surrogatepass"), row.logprobs, row.prompt_tokens,
