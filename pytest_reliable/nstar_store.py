@@ -91,6 +91,12 @@ def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _warn_for(key: NStarKey, message: str) -> None:
+    """Warn at the test the entry belongs to (its file), not at a line of the plugin."""
+    warnings.warn_explicit(message, NStarStoreWarning, key.nodeid.split("::")[0] or "n*", 0,
+                           module="pytest_reliable.nstar_store")
+
+
 class NStarEntries(ABC):
     """n* entries of one store. Backends implement `_load` and `_save` (raising ``OSError`` or the
     store's own error when they cannot); reading, validating, warning and the pilot's claim live
@@ -137,12 +143,8 @@ class NStarEntries(ABC):
             return None  # a digest collision or another version's key: not ours
         entry = NStarEntry.from_record(record)
         if entry is None and warn:
-            warnings.warn(
-                f"n* store entry {self.where(key)} for {key.nodeid} is not a valid entry and is "
-                "ignored: the pilot runs again and rewrites it.",
-                NStarStoreWarning,
-                stacklevel=3,
-            )
+            _warn_for(key, f"n* store entry {self.where(key)} for {key.nodeid} is not a valid "
+                           "entry and is ignored: the pilot runs again and rewrites it.")
         return entry
 
     def put(self, key: NStarKey, entry: NStarEntry) -> bool:
@@ -154,14 +156,10 @@ class NStarEntries(ABC):
         try:
             self._save(key, json.dumps(record, indent=2))
         except (OSError, StoreUnavailable) as error:
-            warnings.warn(
-                f"n* store entry {self.where(key)} for {key.nodeid} could not be written "
-                f"({type(error).__name__}: {error}): this run gates on the n* = {entry.n_star} "
-                "its pilot found, but the next run runs the pilot again: "
-                f"{self._cannot_write_fix()}.",
-                NStarStoreWarning,
-                stacklevel=2,
-            )
+            _warn_for(key, f"n* store entry {self.where(key)} for {key.nodeid} could not be "
+                           f"written ({type(error).__name__}: {error}): this run gates on the "
+                           f"n* = {entry.n_star} its pilot found, but the next run runs the pilot "
+                           f"again: {self._cannot_write_fix()}.")
             return False
         return True
 

@@ -594,7 +594,10 @@ class Runner:
         for failure in failures:
             if failure is not None:
                 log.warning("%s", failure)
-                warnings.warn(StoreWarning(failure), stacklevel=3)
+                # Said at the test whose call met it, not at a line of the plugin.
+                where = (self.context or "").split("::")[0] or "pytest-reliable"
+                warnings.warn_explicit(StoreWarning(failure), StoreWarning, where, 0,
+                                       module="pytest_reliable.runner")
 
 
 __all__ = [

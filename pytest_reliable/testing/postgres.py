@@ -94,6 +94,8 @@ class TemporaryPostgres:
                       "--auth-host=scram-sha-256", "--auth-local=trust", "-E", "UTF8",
                       "--locale=C", "--no-sync")
             pwfile.unlink()
+        if self.running():
+            return self
         self.port = self.port or free_port()
         options = [f"-p {self.port}", "-c listen_addresses=127.0.0.1",
                    f"-c unix_socket_directories={self.root}"]
@@ -105,6 +107,11 @@ class TemporaryPostgres:
             self.stop()
             raise RuntimeError(f"pg_ctl start failed: {result.stderr}\n{log}")
         return self
+
+    def running(self) -> bool:
+        if self.root is None or not (self.data / "postmaster.pid").exists():
+            return False
+        return self._run("pg_ctl", "-D", str(self.data), "status", check=False).returncode == 0
 
     def stop_server(self, mode: str = "fast") -> None:
         """Stop the server, keep its files (``start`` brings it back on the same port)."""
