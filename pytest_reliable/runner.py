@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import functools
 import json
 import logging
 import random
@@ -539,24 +538,28 @@ class Runner:
             return CallResult(None, False, "error", why, attempts, attempts - 1)
         if not isinstance(response, ModelResponse):
             response = ModelResponse(text=str(response))
-        if self.cache is not None:
-            meta = {
-                "model": self.model.identity,
-                "sample_index": req.sample_index,
-                "scope": req.scope,
-                "params": req.params.as_dict(),
-            }
-            await asyncio.to_thread(functools.partial(self.cache.put, key, response, meta=meta))
+        if self.cache is not None or (self.budget is not None and self.budget.ledger is not None):
+            await asyncio.to_thread(self._keep, key, req, response)
+        else:
+            self._keep(key, req, response)
         self.stats.made += 1
         self.stats.prompt_tokens += response.prompt_tokens or 0
         self.stats.prompt_tokens_evaluated += self._evaluated_tokens(messages, response)
         self.stats.completion_tokens += response.completion_tokens or 0
-        if self.budget is not None:
-            if self.budget.ledger is None:
-                self.budget.add_tokens(response.total_tokens)
-            else:
-                await asyncio.to_thread(self.budget.add_tokens, response.total_tokens)
         return CallResult(response, False, "ok", None, attempts, attempts - 1)
+
+    def _keep(self, key: str, req: Request, response: ModelResponse) -> None:
+        """Store a paid answer, then charge its tokens (off the event loop when a database is
+        involved: the store may be another machine)."""
+        if self.cache is not None:
+            self.cache.put(key, response, meta={
+                "model": self.model.identity,
+                "sample_index": req.sample_index,
+                "scope": req.scope,
+                "params": req.params.as_dict(),
+            })
+        if self.budget is not None:
+            self.budget.add_tokens(response.total_tokens)
 
     def _evaluated_tokens(self, messages: list[Message], response: ModelResponse) -> int:
         """Prompt tokens the server evaluated for this call.

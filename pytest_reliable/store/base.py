@@ -96,7 +96,8 @@ class AnswerRow:
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
             latency_s=float(self.latency_s or 0.0),
-            extra=json.loads(self.extra) if self.extra else {},
+            # most answers carry no extra: a replay of many cells skips parsing "{}" each time
+            extra=json.loads(self.extra) if self.extra and self.extra != "{}" else {},
         )
 
     def same_answer(self, other: AnswerRow) -> bool:
@@ -327,11 +328,17 @@ class Store(ABC):
         """Try to become the one process that calls the model for ``key`` (never waits).
 
         Held: look once more, since another process may have stored the answer after this one's
-        batch lookup (then the claim is given back at once and the answer returned)."""
-        if not self.claims.try_claim(key):
+        batch lookup (then the claim is given back at once and the answer returned). A backend
+        that tells in the claim's own round trip saves the look when nothing is stored."""
+        held, stored = self.claims.try_claim_checking(key)
+        if not held:
             return Claim(held=False)
         if self.reads:
-            found = self.get_many([key]).get(key)
+            with self._lock:
+                kept = self._pending.get(key)
+            found = kept.response() if kept is not None else None
+            if found is None and stored is not False:
+                found = self.get_many([key]).get(key)
             if found is not None:
                 self.claims.release(key)
                 return Claim(held=False, answer=found)

@@ -43,14 +43,24 @@ class Claims(ABC):
     @abstractmethod
     def _release(self, name: str) -> None: ...
 
+    def _acquire_checking(self, name: str) -> tuple[bool, bool | None]:
+        """`_acquire`, and whether an answer is stored under ``name`` when the backend can tell
+        in the same round trip (None: it cannot; the caller looks)."""
+        return self._acquire(name), None
+
     def try_claim(self, name: str) -> bool:
+        return self.try_claim_checking(name)[0]
+
+    def try_claim_checking(self, name: str) -> tuple[bool, bool | None]:
+        """(held, answer stored under ``name``: True, False, or None when unknown)."""
         slot = (self.location, name)
         with _registry_lock:
             if slot in _held:
-                return False
+                return False, None
             _held.add(slot)
+        stored: bool | None = None
         try:
-            acquired = self._acquire(name)
+            acquired, stored = self._acquire_checking(name)
         except StoreUnavailable as error:
             # Without the database a claim cannot be shared: call rather than wait for nobody.
             if self.degraded is None:
@@ -61,7 +71,7 @@ class Claims(ABC):
         if not acquired:
             with _registry_lock:
                 _held.discard(slot)
-        return acquired
+        return acquired, stored
 
     def release(self, name: str) -> None:
         try:

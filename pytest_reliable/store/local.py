@@ -445,6 +445,7 @@ class SqliteLedger(Ledger):
                 isolation_level=None, check_same_thread=False,
             )
             _use_wal(conn)
+            conn.execute("PRAGMA synchronous=NORMAL")  # counts need no disk sync per call
             with conn:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute(
