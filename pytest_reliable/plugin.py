@@ -825,7 +825,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return []
     spaces = state.spaces_hash
     where = f"{state.config_path.name} {spaces[:12]}" if spaces else "built-in default space"
-    return [f"reliable: seed={state.settings.seed}, model={state.model_label()}, spaces={where}"]
+    header = f"reliable: seed={state.settings.seed}, model={state.model_label()}, spaces={where}"
+    if state.settings.store_url:
+        from pytest_reliable.redact import redact
+
+        header += f", store={redact(state.settings.store_url)} (run id {state.settings.run_id})"
+    return [header]
 
 
 def pytest_collection_modifyitems(

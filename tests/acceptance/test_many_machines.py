@@ -123,6 +123,8 @@ def test_hosts_sharing_a_store_pay_for_each_cell_once(
         assert server.requests == paid  # the replay came from the store
     for code, out in outcomes:
         assert code == 0, out
+        assert "store=postgresql://***@127.0.0.1" in out and "(run id ci-1)" in out, out
+        assert PASSWORD not in out
     entries = [entry(h) for h in hosts]
     cells = entries[0]["calls"]["made"] + entries[0]["calls"]["cached"]
     assert all(e["calls"]["made"] + e["calls"]["cached"] == cells for e in entries)
