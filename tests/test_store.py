@@ -317,3 +317,35 @@ def test_a_store_written_by_a_newer_plugin_is_refused(backend: Backend) -> None:
         with pytest.raises(StoreUsageError, match="newer pytest-reliable") as info:
             backend.open(mode)
         assert "upgrade pytest-reliable" in str(info.value)
+
+
+# -- naming the run and the store -----------------------------------------------------------------
+def test_the_run_id_comes_from_the_ci_else_one_per_session() -> None:
+    from pytest_reliable.store import default_run_id
+
+    assert default_run_id({"GITHUB_RUN_ID": "123", "GITHUB_RUN_ATTEMPT": "2"}) == "github-123-2"
+    assert default_run_id({"GITHUB_RUN_ID": "123"}) == "github-123-1"
+    assert default_run_id({"CI_PIPELINE_ID": "9"}) == "gitlab-9"
+    assert default_run_id({"BUILDKITE_BUILD_ID": "b-1"}) == "buildkite-b-1"
+    assert default_run_id({"CIRCLE_WORKFLOW_ID": "w"}) == "circleci-w"
+    assert default_run_id({}) != default_run_id({})  # a fresh id per session
+
+
+def test_a_store_url_is_postgresql_and_its_secrets_never_print() -> None:
+    from pytest_reliable.redact import redact, register_environment_secrets
+    from pytest_reliable.store import parse_store_url
+
+    url = "postgresql://gate:url-pass-31337@db.example.com:5432/reliable"
+    assert parse_store_url(f" {url} ") == url
+    assert "url-pass-31337" not in redact(f"error at {url} (user gate)")
+    with pytest.raises(ValueError, match="postgresql://HOST:PORT/DATABASE") as info:
+        parse_store_url("mysql://gate:other-pass-42@db/reliable")
+    assert "other-pass-42" not in str(info.value)
+    os.environ["PGPASSWORD_FOR_TEST"] = "env-pass-271828"
+    try:
+        register_environment_secrets("PGPASSWORD_FOR_TEST")
+        assert redact("echo env-pass-271828") == "echo ***"
+    finally:
+        del os.environ["PGPASSWORD_FOR_TEST"]
+    assert redact("host=h port=5 password=kw-pass user=u") == "host=h port=5 password=*** user=u"
+    assert redact("PGPASSWORD=shell-pass psql") == "PGPASSWORD=*** psql"
