@@ -38,8 +38,6 @@ RECORD_MODES: tuple[str, ...] = ("new", "none", "all")
 RETRY_FIRST_S = 0.5
 RETRY_MAX_S = 30.0
 """Backoff of writes (and reads) after the database failed: doubling from the first to the max."""
-CLOSE_RETRIES_S = (0.0, 0.5, 1.0, 2.0)
-"""At close, answers still unwritten get these last tries (delays before each)."""
 
 
 class StoreUsageError(ReliableError):
@@ -155,6 +153,9 @@ class Store(ABC):
     schema_version: ClassVar[int]
     read_batch: ClassVar[int] = 500
     """Keys per read query: a replay reads one query per batch, never one per cell."""
+    close_trying_s: ClassVar[float] = 10.0
+    """At close, answers still unwritten get last tries (with backoff) for this long: a server
+    restarting takes seconds."""
 
     claims: Claims
     nstar: NStarEntries
@@ -367,11 +368,11 @@ class Store(ABC):
     # -- life --------------------------------------------------------------------------------------
     def close(self) -> None:
         """Last tries for the answers kept in memory, then release everything."""
-        for delay in CLOSE_RETRIES_S:
-            if not self.unstored:
-                break
-            time.sleep(delay)
-            self.flush()
+        deadline = time.monotonic() + self.close_trying_s
+        delay = RETRY_FIRST_S
+        while self.unstored and self.flush() and time.monotonic() < deadline:
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay *= 2
         if self.unstored:
             log.warning("pytest-reliable: %d answers paid for in this run could not be written to "
                         "%s; the next run calls the model for them again.",

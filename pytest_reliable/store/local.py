@@ -210,6 +210,7 @@ class LocalStore(Store):
 
     kind = "sqlite"
     schema_version = SCHEMA_VERSION
+    close_trying_s = 2.0  # a full disk or a broken file rarely heals in seconds
 
     def __init__(
         self,
