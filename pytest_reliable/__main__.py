@@ -1,6 +1,7 @@
 """``python -m pytest_reliable html REPORT.json -o PAGE.html``: rebuild the HTML page of a run
 from its JSON report (``--reliable-report``), with no model call. It loads only the viewer
-(`pytest_reliable.report`): no numpy, no model code."""
+(`pytest_reliable.report`): no numpy, no model code. ``python -m pytest_reliable cache
+merge|export|import``: cached answers between stores (`pytest_reliable.store.cli`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pytest_reliable.report.html import write_html
 from pytest_reliable.report.load import ReportFileError, load_report
@@ -24,7 +26,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     page.add_argument("report", type=Path, metavar="REPORT.json")
     page.add_argument("-o", "--output", type=Path, metavar="PAGE.html",
                       help="where to write the page (default: REPORT.html next to REPORT.json)")
+    add_cache_command(commands)
     args = parser.parse_args(argv)
+    if args.command == "cache":
+        # Only now: the viewer's command above must not load the store's modules.
+        from pytest_reliable.store.cli import run_cache
+
+        code, text = run_cache(args)
+        (sys.stdout if code == 0 else sys.stderr).write(text)
+        return code
 
     try:
         report = load_report(args.report)
@@ -38,6 +48,32 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "give a path in a writable directory.\n")
     print(f"wrote {output}")
     return 0
+
+
+def add_cache_command(commands: Any) -> None:
+    """Add ``cache`` with its three subcommands to ``python -m pytest_reliable``'s parser."""
+    cache = commands.add_parser(
+        "cache", help="merge, export or import cached answers (no model call)",
+        description="Copy cached answers between stores without a run: insert-or-ignore, a "
+                    "conflicting answer for one key keeps the first and is counted.")
+    actions = cache.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
+    merging = actions.add_parser("merge", help="merge local cache files into one",
+                                 description="Merge local cache files (e.g. one per CI shard) "
+                                             "into one file that --reliable-cache can use.")
+    merging.add_argument("inputs", nargs="+", type=Path, metavar="CACHE.sqlite")
+    merging.add_argument("-o", "--output", type=Path, required=True, metavar="MERGED.sqlite")
+    exporting = actions.add_parser("export", help="a PostgreSQL store's answers as a local file",
+                                   description="Write a --reliable-store's answers to a local "
+                                               "cache file.")
+    exporting.add_argument("--store", required=True, metavar="URL",
+                           help="postgresql://USER@HOST:PORT/DATABASE")
+    exporting.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.sqlite")
+    importing = actions.add_parser("import", help="a local file's answers into a PostgreSQL store",
+                                   description="Add a local cache file's answers to a "
+                                               "--reliable-store.")
+    importing.add_argument("input", type=Path, metavar="FILE.sqlite")
+    importing.add_argument("--store", required=True, metavar="URL",
+                           help="postgresql://USER@HOST:PORT/DATABASE")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """How many resamplings a gate runs under ``--reliable-n auto`` (SPEC section 7), without pytest.
 
-`run_auto` is the whole policy: reuse a stored n*, or run a pilot on the reference model, compute
-n* from its per-resampling scores (`stats.min_reliable_n` with the chosen method), store it, and
-return the score matrix the gate decides on. When the reference is the model under test the pilot
-is the gate's prefix (plans are prefix-consistent): its first n* resamplings gate, or, when a
+`run_auto` is the whole policy: reuse a stored n*, or run a pilot on the reference model (once per
+key across every process using the store), compute n* from its per-resampling scores
+(`stats.min_reliable_n` with the chosen method), store it, and return the score matrix the gate
+decides on. When the reference is the model under test the pilot is the gate's prefix (plans are prefix-consistent): its first n* resamplings gate, or, when a
 bootstrap n* exceeds the pilot, the plan is extended beyond the pilot up to n* (at most the cap)
 and only the new resamplings are called.
 """
@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from pytest_reliable import stats
 from pytest_reliable.evaluation import ScoreMatrix
-from pytest_reliable.nstar_store import NStarEntry, NStarKey, NStarStore
+from pytest_reliable.nstar_store import NStarEntries, NStarEntry, NStarKey
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only
     from pytest_reliable.report.entries import NStarCurveEntry
@@ -97,22 +97,34 @@ def find_n_star(
 
 def run_auto(
     key: NStarKey,
-    store: NStarStore,
+    store: NStarEntries,
     *,
     reference_is_model: bool,
     run: RunFull,
     extend: Extend,
 ) -> NStarOutcome:
-    """Gate resamplings under ``--reliable-n auto``; ``key`` carries eps, delta, method and cap."""
+    """Gate resamplings under ``--reliable-n auto``; ``key`` carries eps, delta, method and cap.
+
+    The pilot runs once per key across every process using the store: this one holds the key's
+    claim while it runs it, the others wait for the entry it stores."""
     method, n_max = key.n_star_method, key.n_max
     stored = store.get(key)
-    if stored is not None:
-        matrix = run(min(stored.n_star, n_max), False)
-        return _outcome(matrix, stored, "store", method, pilot_n=None)
+    if stored is None:
+        with store.pilot(key) as stored:
+            if stored is None:
+                return _pilot(key, store, reference_is_model=reference_is_model, run=run,
+                              extend=extend)
+    matrix = run(min(stored.n_star, n_max), False)
+    return _outcome(matrix, stored, "store", method, pilot_n=None)
 
+
+def _pilot(
+    key: NStarKey, store: NStarEntries, *, reference_is_model: bool, run: RunFull, extend: Extend
+) -> NStarOutcome:
+    method, n_max = key.n_star_method, key.n_max
     pilot = run(key.pilot_n, True)
     entry, curve = find_n_star(pilot.resampling_scores(), key.eps, key.delta, method, n_max)
-    store.put(key, entry)
+    store.put(key, entry)  # a store that cannot take it warns; this run's verdict stands
     n_gate = min(entry.n_star, n_max)
     if not reference_is_model:
         matrix = run(n_gate, False)

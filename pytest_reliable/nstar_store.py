@@ -1,25 +1,44 @@
-"""The n* store of ``--reliable-n auto`` (SPEC section 7), in ``.reliable/n_star/``.
+"""The n* store of ``--reliable-n auto`` (SPEC section 7): what a pilot found, per key.
 
-One small JSON file per key, written atomically (temp file + ``os.replace``), so concurrent
-pytest-xdist workers never lose or corrupt each other's entries. It is not the response cache:
-``--reliable-no-cache`` leaves it alone. An entry that cannot be read or has the wrong shape (an
-older version's, a hand edit) is treated as absent with a warning: the pilot runs again.
+`NStarEntries` is what `nstar.run_auto` uses, whatever the store: ``get``, ``put`` and ``pilot``
+(hold the key's claim while running its pilot, so the pilot runs once per key and every other
+process waits for its entry). `NStarStore` keeps the entries as one small JSON file per key in
+``.reliable/n_star/`` (the local default), written atomically (temp file + ``os.replace``), so
+concurrent pytest-xdist workers never lose or corrupt each other's entries. It is not the response
+cache: ``--reliable-no-cache`` leaves it alone. The PostgreSQL store keeps the same records in a
+table (`pytest_reliable.store.postgres`).
+
+An entry that cannot be read or has the wrong shape (an older version's, a hand edit, bytes that
+are not UTF-8) is treated as absent with a warning: the pilot runs again. A store that cannot be
+written (``n_star`` is a file, a read-only directory, a lost server) warns too and never costs the
+verdict: the run gates on the n* its pilot found; only the next run pays for the pilot again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import time
 import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from pytest_reliable.files import content_hash, write_atomic
 
+if TYPE_CHECKING:
+    from pytest_reliable.store.claims import Claims
+
+PILOT_POLL_FIRST_S = 0.1
+PILOT_POLL_MAX_S = 2.0
+
 
 class NStarStoreWarning(UserWarning):
-    """A stored n* entry was unusable and is ignored (the pilot runs again)."""
+    """A stored n* entry was unusable and is ignored (the pilot runs again), or could not be
+    written (the next run runs the pilot again)."""
 
 
 @dataclass(frozen=True)
@@ -72,35 +91,119 @@ def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-class NStarStore:
-    def __init__(self, directory: Path) -> None:
+def _warn_for(key: NStarKey, message: str) -> None:
+    """Warn at the test the entry belongs to (its file), not at a line of the plugin."""
+    warnings.warn_explicit(message, NStarStoreWarning, key.nodeid.split("::")[0] or "n*", 0,
+                           module="pytest_reliable.nstar_store")
+
+
+class NStarEntries(ABC):
+    """n* entries of one store. Backends implement `_load` and `_save` (raising ``OSError`` or the
+    store's own error when they cannot); reading, validating, warning and the pilot's claim live
+    here. ``claims``: the store's (`pytest_reliable.store.claims`), or this process's only."""
+
+    def __init__(self, claims: Claims | None = None) -> None:
+        if claims is None:
+            from pytest_reliable.store.claims import ProcessClaims
+
+            claims = ProcessClaims(f"n* store {id(self)}")
+        self.claims = claims
+
+    @abstractmethod
+    def where(self, key: NStarKey) -> str:
+        """Where ``key``'s entry lives, for messages."""
+
+    @abstractmethod
+    def _load(self, key: NStarKey) -> str | bytes | None:
+        """The stored record's JSON, or None when there is none."""
+
+    @abstractmethod
+    def _save(self, key: NStarKey, record: str) -> None: ...
+
+    def _cannot_write_fix(self) -> str:
+        return "fix the store"
+
+    def get(self, key: NStarKey) -> NStarEntry | None:
+        return self._lookup(key, warn=True)
+
+    def _lookup(self, key: NStarKey, *, warn: bool) -> NStarEntry | None:
+        from pytest_reliable.store.base import StoreUnavailable
+
+        try:
+            raw = self._load(key)
+        except (OSError, StoreUnavailable):
+            return None  # unreadable counts as absent: the pilot runs (and says so if it can't store)
+        if raw is None:
+            return None
+        try:
+            record = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
+        except ValueError:  # not JSON, or not UTF-8 (UnicodeDecodeError is a ValueError)
+            record = None
+        if isinstance(record, dict) and record.get("key") != asdict(key):
+            return None  # a digest collision or another version's key: not ours
+        entry = NStarEntry.from_record(record)
+        if entry is None and warn:
+            _warn_for(key, f"n* store entry {self.where(key)} for {key.nodeid} is not a valid "
+                           "entry and is ignored: the pilot runs again and rewrites it.")
+        return entry
+
+    def put(self, key: NStarKey, entry: NStarEntry) -> bool:
+        """Store ``entry``; False (with a warning) when the store cannot take it. Never raises:
+        the verdict of this run does not depend on it."""
+        from pytest_reliable.store.base import StoreUnavailable
+
+        record = {"key": asdict(key), **asdict(entry)}
+        try:
+            self._save(key, json.dumps(record, indent=2))
+        except (OSError, StoreUnavailable) as error:
+            _warn_for(key, f"n* store entry {self.where(key)} for {key.nodeid} could not be "
+                           f"written ({type(error).__name__}: {error}): this run gates on the "
+                           f"n* = {entry.n_star} its pilot found, but the next run runs the pilot "
+                           f"again: {self._cannot_write_fix()}.")
+            return False
+        return True
+
+    @contextlib.contextmanager
+    def pilot(self, key: NStarKey) -> Iterator[NStarEntry | None]:
+        """Hold ``key``'s pilot claim for the block; gives the entry another process stored while
+        this one waited (then no claim is held and no pilot is needed), else None."""
+        name = f"n*:{key.digest()}"
+        delay = PILOT_POLL_FIRST_S
+        while not self.claims.try_claim(name):
+            found = self._lookup(key, warn=False)
+            if found is not None:
+                yield found
+                return
+            time.sleep(delay)
+            delay = min(PILOT_POLL_MAX_S, delay * 1.5)
+        try:
+            yield self._lookup(key, warn=False)
+        finally:
+            self.claims.release(name)
+
+
+class NStarStore(NStarEntries):
+    """The local n* store: one JSON file per key in ``directory``."""
+
+    def __init__(self, directory: Path, claims: Claims | None = None) -> None:
+        super().__init__(claims)
         self.directory = Path(directory)
 
     def _path(self, key: NStarKey) -> Path:
         return self.directory / f"{key.digest()}.json"
 
-    def get(self, key: NStarKey) -> NStarEntry | None:
-        path = self._path(key)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
-            return None  # no entry yet
-        try:
-            record = json.loads(text)
-        except ValueError:
-            record = None
-        if isinstance(record, dict) and record.get("key") != asdict(key):
-            return None  # a digest collision or another version's key: not ours
-        entry = NStarEntry.from_record(record)
-        if entry is None:
-            warnings.warn(
-                f"n* store entry {path} for {key.nodeid} is not a valid entry and is ignored: "
-                "the pilot runs again and rewrites it.",
-                NStarStoreWarning,
-                stacklevel=2,
-            )
-        return entry
+    def where(self, key: NStarKey) -> str:
+        return str(self._path(key))
 
-    def put(self, key: NStarKey, entry: NStarEntry) -> None:
-        record = {"key": asdict(key), **asdict(entry)}
-        write_atomic(self._path(key), json.dumps(record, indent=2))
+    def _load(self, key: NStarKey) -> bytes | None:
+        path = self._path(key)
+        if not path.exists():
+            return None
+        return path.read_bytes()
+
+    def _save(self, key: NStarKey, record: str) -> None:
+        write_atomic(self._path(key), record)
+
+    def _cannot_write_fix(self) -> str:
+        return (f"make {self.directory} a writable directory (it holds only n* entries, no "
+                "answers)")

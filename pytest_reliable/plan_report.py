@@ -340,7 +340,7 @@ def _resamplings(n: int) -> str:
 def stored_n_star(session: ReliableSession, nodeid: str, dataset: Dataset, spec: ReliableSpec,
                   space: Space, user_model: Any) -> int | None:
     """n* from the store when a previous ``--reliable-n auto`` run left one for this test."""
-    from pytest_reliable.nstar_store import NStarKey, NStarStore
+    from pytest_reliable.nstar_store import NStarKey
 
     settings = session.settings
     try:
@@ -351,8 +351,7 @@ def stored_n_star(session: ReliableSession, nodeid: str, dataset: Dataset, spec:
             reference_model=reference.identity, mode=spec.mode, eps=spec.eps,
             delta=spec.delta, seed=settings.seed, pilot_n=settings.pilot_n,
         )
-        assert settings.store_dir is not None  # Settings.__post_init__ fills it in
-        stored = NStarStore(settings.store_dir).get(key)
+        stored = session.nstar_store.get(key)
     except (TypeError, ValueError, OSError, ReliableError):
         # A key shape or a model this plan cannot build: treat it as not stored.
         return None

@@ -17,7 +17,6 @@ import os
 import signal
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,6 +179,15 @@ def _url(text: str) -> str:
     return str(text).strip()
 
 
+def _store_url(text: str) -> str:
+    from pytest_reliable.store import parse_store_url
+
+    try:
+        return parse_store_url(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _flag(text: str) -> bool:
     """Environment and ini spellings of a boolean."""
     value = str(text).strip().lower()
@@ -258,6 +266,13 @@ OPTIONS = (
            kind="bool"),
     Option("record", "record mode of the response cache: new (default), none (replay only: "
            "offline CI), all (call again).", choices=("new", "none", "all")),
+    Option("store", "one store for many machines: a postgresql://USER@HOST:PORT/DATABASE URL "
+           "keeps the response cache, budget ledger, n* store and claims (needs "
+           "pytest-reliable[postgres]). Default: the local sqlite files under .reliable/.",
+           convert=_store_url),
+    Option("run-id", "names this run in the store's budget ledger (one budget per run id). "
+           "Default: the CI's run id (GITHUB_RUN_ID+GITHUB_RUN_ATTEMPT, CI_PIPELINE_ID, "
+           "BUILDKITE_BUILD_ID, CIRCLE_WORKFLOW_ID), else one per pytest session."),
     Option("report", "write the JSON report to this path.", kind="path"),
     Option("html", "write the HTML report (one self-contained page) to this path.", kind="path"),
     Option("config", "the space declarations (default reliable.yaml in the rootdir).", kind="path"),
@@ -347,6 +362,11 @@ def read_settings(config: pytest.Config) -> tuple[Settings, dict[str, Any]]:
         )
     if raw["cache"] is not None:
         settings.cache_path = raw["cache"]
+    if raw["store"] is not None:
+        if raw["cache"] is not None:
+            raise pytest.UsageError("--reliable-cache names a local file and --reliable-store a "
+                                    "shared database for the answers: give one of them.")
+        settings.store_url = raw["store"]
     settings.seed = _resolve_seed(config, raw["seed"])
     _check_api_key(settings)
     if raw["report"] is not None:
@@ -414,7 +434,10 @@ class ReliableState:
         self.settings, raw = read_settings(config)
         self.is_worker = hasattr(config, "workerinput")
         workerinput = getattr(config, "workerinput", {})
-        self.settings.run_id = workerinput.get("reliable_run_id") or uuid.uuid4().hex
+        from pytest_reliable.store import default_run_id
+
+        self.settings.run_id = (workerinput.get("reliable_run_id") or raw["run-id"]
+                                or default_run_id())
         self.config_path: Path = raw["config"] or config.rootpath / "reliable.yaml"
         if raw["config"] is not None and not self.config_path.is_file():
             raise pytest.UsageError(f"--reliable-config={self.config_path}: no such file; give "
@@ -429,7 +452,8 @@ class ReliableState:
         try:
             self.session.check_cache()
         except ReliableError as error:
-            raise pytest.UsageError(f"--reliable-cache: {error}") from None
+            where = "" if self.settings.store_url else "--reliable-cache: "
+            raise pytest.UsageError(f"{where}{error}") from None
         self.entries: dict[str, list[Entry]] = {}
         self.marker_errors = False
         self.baseline_usage_errors = False
@@ -801,7 +825,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return []
     spaces = state.spaces_hash
     where = f"{state.config_path.name} {spaces[:12]}" if spaces else "built-in default space"
-    return [f"reliable: seed={state.settings.seed}, model={state.model_label()}, spaces={where}"]
+    header = f"reliable: seed={state.settings.seed}, model={state.model_label()}, spaces={where}"
+    if state.settings.store_url:
+        from pytest_reliable.redact import redact
+
+        header += f", store={redact(state.settings.store_url)} (run id {state.settings.run_id})"
+    return [header]
 
 
 def pytest_collection_modifyitems(

@@ -4,13 +4,15 @@ model label and from log records.
 
 A server may echo the key it received in a 403 or 500 body, and a base URL may carry a password
 (``http://user:sk-KEY@host/v1``) or a key in its query (``?api-key=...``). Keys are registered by
-the adapter that holds them (`register_secret`); URL credentials are recognised by their shape.
+the adapter that holds them (`register_secret`); URL credentials are recognised by their shape. A
+PostgreSQL store registers its URL's password and ``PGPASSWORD`` the moment it is named.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+import os
 import re
 import threading
 from typing import Any
@@ -27,6 +29,13 @@ _QUERY_SECRET = re.compile(
     r"[^&\s#'\"]+",
     re.IGNORECASE,
 )
+
+_KEYWORD_PASSWORD = re.compile(
+    r"(?P<name>\b(?:PG)?PASSWORD\s*=\s*)(?:'(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^\s&'\"]+)",
+    re.IGNORECASE,
+)
+"""A password in libpq's keyword form (``host=h password=pw``) or an environment assignment
+(``PGPASSWORD=pw``): the shapes a PostgreSQL store's settings take besides a URL."""
 
 _lock = threading.Lock()
 _secrets: set[str] = set()
@@ -54,15 +63,23 @@ def register_url_secrets(url: str | None) -> None:
             register_secret(value)
 
 
+def register_environment_secrets(*names: str) -> None:
+    """Register the values of the environment variables ``names`` (e.g. ``PGPASSWORD``)."""
+    for name in names:
+        register_secret(os.environ.get(name))
+
+
 def redact(text: str) -> str:
-    """``text`` without registered secrets, URL passwords and secret query parameters."""
+    """``text`` without registered secrets, URL passwords, secret query parameters and
+    ``password=`` settings."""
     with _lock:
         secrets = sorted(_secrets, key=len, reverse=True)
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
     text = _URL_USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", text)
-    return _QUERY_SECRET.sub(lambda m: m.group("name") + MASK, text)
+    text = _QUERY_SECRET.sub(lambda m: m.group("name") + MASK, text)
+    return _KEYWORD_PASSWORD.sub(lambda m: m.group("name") + MASK, text)
 
 
 def _redact_record(record: logging.LogRecord) -> None:
@@ -102,5 +119,6 @@ def install_log_redaction() -> None:
 
 
 __all__ = [
-    "MASK", "install_log_redaction", "redact", "register_secret", "register_url_secrets",
+    "MASK", "install_log_redaction", "redact", "register_environment_secrets", "register_secret",
+    "register_url_secrets",
 ]

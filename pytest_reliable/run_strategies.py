@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from pytest_reliable.evaluation import Evaluator, ScoreMatrix
 from pytest_reliable.models.base import AsyncModel
 from pytest_reliable.nstar import run_auto
-from pytest_reliable.nstar_store import NStarEntry, NStarKey, NStarStore
+from pytest_reliable.nstar_store import NStarEntries, NStarEntry, NStarKey
 from pytest_reliable.stopping import run_until_settled
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only
@@ -99,7 +99,7 @@ class AutoN:
     first n* resamplings gate when the reference is the model under test (`nstar.run_auto`)."""
 
     key: NStarKey
-    store: NStarStore
+    store: NStarEntries
     reference: AsyncModel
     stop_reason: str | None = None
     """Why the test's ``stop_early`` does not apply, when it asked for it."""

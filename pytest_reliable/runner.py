@@ -25,14 +25,7 @@ from typing import Any, Literal
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from pytest_reliable.cache import (
-    BudgetLedger,
-    CacheMissError,
-    ResponseCache,
-    StoreWarning,
-    cache_key,
-    miss_message,
-)
+from pytest_reliable.cache import CacheMissError, cache_key, miss_message
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.models.base import (
     AsyncModel,
@@ -45,6 +38,7 @@ from pytest_reliable.models.base import (
     seed_from_key,
 )
 from pytest_reliable.redact import redact
+from pytest_reliable.store.base import Ledger, Store, StoreUnavailable, StoreWarning
 
 log = logging.getLogger("pytest_reliable.runner")
 
@@ -135,9 +129,12 @@ class RunStats:
 class Budget:
     """Call/token budget of the whole run (thread-safe).
 
-    Without a ledger it counts in this process; with a `BudgetLedger` (the session gives one:
-    a table in a sqlite file every pytest-xdist worker of the run opens) the count is shared,
-    so ``--reliable-budget 50calls`` means 50 calls whatever the number of workers.
+    A call is one attempt sent: a retry counts, and so does an attempt abandoned at the timeout and
+    sent again (the server still completes it, and bills it). Without a ledger it counts in this
+    process; with the store's `Ledger` (the session gives one) the count is shared by every process
+    and host of the run id, so ``--reliable-budget 50calls`` means 50 calls whatever the number of
+    workers or machines. When the ledger's database cannot be used, the count goes on in this
+    process (reported once): the run goes on, and its verdicts do not depend on the store.
     """
 
     def __init__(
@@ -145,7 +142,7 @@ class Budget:
         max_calls: int | None = None,
         max_tokens: int | None = None,
         *,
-        ledger: BudgetLedger | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self.max_calls = max_calls
         self.max_tokens = max_tokens
@@ -153,6 +150,8 @@ class Budget:
         self.calls = 0
         self.tokens = 0
         self._lock = threading.Lock()
+        self._ledger_failure: str | None = None
+        self._failure_taken = False
 
     def describe(self) -> str:
         """The limit as the user gave it, e.g. ``--reliable-budget 50calls``."""
@@ -168,13 +167,30 @@ class Budget:
             self.max_tokens is not None and self.tokens >= self.max_tokens
         )
 
+    def _shared(self) -> Ledger | None:
+        return self.ledger if self._ledger_failure is None else None
+
+    def _lost(self, error: StoreUnavailable) -> None:
+        with self._lock:
+            if self._ledger_failure is None:
+                self._ledger_failure = (
+                    f"pytest-reliable: the budget ledger of the store could not be used ({error}): "
+                    f"{self.describe()} is counted in this process from now on, so other "
+                    "processes or hosts of this run may spend their own share too."
+                )
+
     def try_start(self) -> bool:
-        """Reserve one call; False when the budget is spent."""
-        if self.ledger is not None:
-            granted = self.ledger.reserve(self.max_calls, self.max_tokens)
-            with self._lock:
-                self.calls += int(granted)
-            return granted
+        """Reserve one call (one attempt sent); False when the budget is spent."""
+        ledger = self._shared()
+        if ledger is not None:
+            try:
+                granted = ledger.reserve(self.max_calls, self.max_tokens)
+            except StoreUnavailable as error:
+                self._lost(error)
+            else:
+                with self._lock:
+                    self.calls += int(granted)
+                return granted
         with self._lock:
             if self._exhausted():
                 return False
@@ -184,8 +200,24 @@ class Budget:
     def add_tokens(self, n: int) -> None:
         with self._lock:
             self.tokens += n
-        if self.ledger is not None:
-            self.ledger.add_tokens(n)
+        ledger = self._shared()
+        if ledger is not None:
+            try:
+                ledger.add_tokens(n)
+            except StoreUnavailable as error:
+                self._lost(error)
+
+    def take_failure(self) -> str | None:
+        """The ledger's failure message, once (None before one, and after)."""
+        with self._lock:
+            if self._ledger_failure is None or self._failure_taken:
+                return None
+            self._failure_taken = True
+            return self._ledger_failure
+
+
+class _BudgetSpent(Exception):
+    """The budget refused the next attempt of a call (never retried)."""
 
 
 def _classify(exc: BaseException) -> tuple[bool, float | None]:
@@ -291,11 +323,16 @@ def run_on_call_loop(coro: Any) -> Any:
         raise
 
 
+CLAIM_POLL_FIRST_S = 0.05
+CLAIM_POLL_MAX_S = 1.0
+"""How often a process waiting for another's answer looks again (growing from first to max)."""
+
+
 class Runner:
     def __init__(
         self,
         model: AsyncModel,
-        cache: ResponseCache | None,
+        cache: Store | None,
         *,
         concurrency: int = 4,
         timeout: float = 60.0,
@@ -307,7 +344,8 @@ class Runner:
         context: str | None = None,
         prefix_order: bool = False,
     ) -> None:
-        """``prefix_order``: dispatch the calls sorted by their messages, so consecutive prompts
+        """``cache``: the run's store (answers and claims), or None (every call is made).
+        ``prefix_order``: dispatch the calls sorted by their messages, so consecutive prompts
         share the longest prefixes (a one-slot server reuses its KV cache for them); results
         stay in plan order."""
         self.model = model
@@ -323,6 +361,12 @@ class Runner:
         self.prefix_order = prefix_order
         self.stats = RunStats()
 
+    @property
+    def claim_patience(self) -> float | None:
+        """How long to wait for another process's answer to a key it claimed: the longest its
+        call may take (timeout x (retries + 1)); None (no timeout): while it holds the claim."""
+        return self.timeout * (self.max_retries + 1) if self.timeout else None
+
     def key(self, req: Request) -> str:
         return cache_key(self.model.identity, req.messages, req.params, req.sample_index, req.scope)
 
@@ -333,7 +377,7 @@ class Runner:
         counts = {"done": 0, "cached": 0, "made": 0, "failed": 0}
         hits: dict[str, ModelResponse] = {}
         if self.cache is not None and self.cache.reads:
-            hits = self.cache.get_many(keys)
+            hits = await asyncio.to_thread(self.cache.get_many, keys)
         sem = asyncio.Semaphore(self.concurrency)
         inflight: dict[str, asyncio.Future[CallResult]] = {}
 
@@ -369,13 +413,15 @@ class Runner:
             fut: asyncio.Future[CallResult] = asyncio.get_running_loop().create_future()
             inflight[key] = fut
             try:
-                res = await self._call(req, key, sem)
+                res = await self._obtain(req, key, sem)
             except BaseException as exc:  # cancellation: unblock waiters
                 fut.set_result(CallResult(None, False, "error", _describe(exc)))
                 raise
             fut.set_result(res)
             if res.status == "ok":
                 hits[key] = res.response  # type: ignore[assignment]
+                if res.cached:  # another process paid for it while this one waited
+                    self.stats.cached += 1
             else:
                 self._count_failure(res.status)
             del inflight[key]
@@ -419,58 +465,107 @@ class Runner:
             return await asyncio.wait_for(self.model.acomplete(messages, params), self.timeout)
         return await self.model.acomplete(messages, params)
 
-    async def _call(self, req: Request, key: str, sem: asyncio.Semaphore) -> CallResult:
-        if self.cache is not None and self.cache.replay_only:
+    async def _obtain(self, req: Request, key: str, sem: asyncio.Semaphore) -> CallResult:
+        """The answer to a key the lookup missed, paid for once across every process using the
+        store: the process that holds the key's claim calls the model; another one waits, outside
+        the concurrency limit, for that answer to reach the store. It calls the model itself only
+        when the holder let go without an answer (its call failed), or after `claim_patience`."""
+        store = self.cache
+        if store is not None and store.replay_only:
             msg = miss_message(req.scope or self.context, req.messages)
             return CallResult(None, False, "error", f"{CacheMissError.__name__}: {msg}")
-        async with sem:
-            if self.budget is not None and not self.budget.try_start():
-                return CallResult(None, False, "not_run", "budget exhausted: call not started")
-            messages = req.message_dicts()
-            retrying = AsyncRetrying(
-                stop=stop_after_attempt(self.max_retries + 1),
-                wait=_Backoff(self.backoff_base, self.backoff_max),
-                retry=retry_if_exception(lambda exc: _classify(exc)[0]),
-                before_sleep=self._count_retry,
-                reraise=True,
-            )
-            attempts = 0
-            response: Any = None
-            # Every attempt of this call asks for the same sample (see models.base.request_seed).
-            seed_token = request_seed.set(seed_from_key(key))
-            try:
-                async for attempt in retrying:
-                    with attempt:
-                        attempts += 1
-                        response = await self._attempt(messages, req.params)
-            except Exception as exc:  # noqa: BLE001 - the cell is an error, the run goes on
-                why = _describe(exc)
-                if _classify(exc)[0]:
-                    why = f"{why} (gave up after {attempts} attempts)"
-                log.debug("model call failed: %s", why)
-                return CallResult(None, False, "error", why, attempts, attempts - 1)
-            finally:
-                request_seed.reset(seed_token)
+        if store is None or not store.reads:  # record mode all: every process calls again
+            async with sem:
+                return await self._call(req, key)
+        loop = asyncio.get_running_loop()
+        patience = self.claim_patience
+        waiting_since: float | None = None
+        delay = CLAIM_POLL_FIRST_S
+        while True:
+            async with sem:
+                claim = await asyncio.to_thread(store.claim, key)
+                if claim.answer is not None:
+                    return CallResult(claim.answer, cached=True)
+                if claim.held:
+                    try:
+                        return await self._call(req, key)
+                    finally:
+                        await asyncio.shield(asyncio.to_thread(store.release, key))
+                if (waiting_since is not None and patience is not None
+                        and loop.time() - waiting_since > patience):
+                    log.debug("waited %.0f s for another process's answer: calling", patience)
+                    return await self._call(req, key)
+            if waiting_since is None:
+                waiting_since = loop.time()
+            await asyncio.sleep(delay)
+            delay = min(CLAIM_POLL_MAX_S, delay * 1.5)
+
+    async def _reserve(self) -> bool:
+        """One attempt's share of the budget (the ledger's database is off the event loop)."""
+        if self.budget is None:
+            return True
+        if self.budget.ledger is None:
+            return self.budget.try_start()
+        return await asyncio.to_thread(self.budget.try_start)
+
+    async def _call(self, req: Request, key: str) -> CallResult:
+        """Call the model (retrying), then store the answer before anything else happens. Every
+        attempt takes its share of the budget first."""
+        messages = req.message_dicts()
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.max_retries + 1),
+            wait=_Backoff(self.backoff_base, self.backoff_max),
+            retry=retry_if_exception(lambda exc: _classify(exc)[0]),
+            before_sleep=self._count_retry,
+            reraise=True,
+        )
+        attempts = 0
+        response: Any = None
+        # Every attempt of this call asks for the same sample (see models.base.request_seed).
+        seed_token = request_seed.set(seed_from_key(key))
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    if not await self._reserve():
+                        raise _BudgetSpent
+                    attempts += 1
+                    response = await self._attempt(messages, req.params)
+        except _BudgetSpent:
+            why = ("budget exhausted: call not started" if not attempts else
+                   f"budget exhausted after {attempts} attempts: not sent again")
+            return CallResult(None, False, "not_run", why, attempts, max(0, attempts - 1))
+        except Exception as exc:  # noqa: BLE001 - the cell is an error, the run goes on
+            why = _describe(exc)
+            if _classify(exc)[0]:
+                why = f"{why} (gave up after {attempts} attempts)"
+            log.debug("model call failed: %s", why)
+            return CallResult(None, False, "error", why, attempts, attempts - 1)
+        finally:
+            request_seed.reset(seed_token)
         if not isinstance(response, ModelResponse):
             response = ModelResponse(text=str(response))
-        if self.cache is not None:
-            self.cache.put(
-                key,
-                response,
-                meta={
-                    "model": self.model.identity,
-                    "sample_index": req.sample_index,
-                    "scope": req.scope,
-                    "params": req.params.as_dict(),
-                },
-            )
+        if self.cache is not None or (self.budget is not None and self.budget.ledger is not None):
+            await asyncio.to_thread(self._keep, key, req, response)
+        else:
+            self._keep(key, req, response)
         self.stats.made += 1
         self.stats.prompt_tokens += response.prompt_tokens or 0
         self.stats.prompt_tokens_evaluated += self._evaluated_tokens(messages, response)
         self.stats.completion_tokens += response.completion_tokens or 0
+        return CallResult(response, False, "ok", None, attempts, attempts - 1)
+
+    def _keep(self, key: str, req: Request, response: ModelResponse) -> None:
+        """Store a paid answer, then charge its tokens (off the event loop when a database is
+        involved: the store may be another machine)."""
+        if self.cache is not None:
+            self.cache.put(key, response, meta={
+                "model": self.model.identity,
+                "sample_index": req.sample_index,
+                "scope": req.scope,
+                "params": req.params.as_dict(),
+            })
         if self.budget is not None:
             self.budget.add_tokens(response.total_tokens)
-        return CallResult(response, False, "ok", None, attempts, attempts - 1)
 
     def _evaluated_tokens(self, messages: list[Message], response: ModelResponse) -> int:
         """Prompt tokens the server evaluated for this call.
@@ -500,10 +595,18 @@ class Runner:
         return results
 
     def _report_store_failure(self) -> None:
-        failure = self.cache.take_store_failure() if self.cache is not None else None
-        if failure is not None:
-            log.warning("%s", failure)
-            warnings.warn(StoreWarning(failure), stacklevel=3)
+        """The store's failure (answers kept in memory) and the ledger's, each once per run."""
+        failures = [
+            self.cache.take_store_failure() if self.cache is not None else None,
+            self.budget.take_failure() if self.budget is not None else None,
+        ]
+        for failure in failures:
+            if failure is not None:
+                log.warning("%s", failure)
+                # Said at the test whose call met it, not at a line of the plugin.
+                where = (self.context or "").split("::")[0] or "pytest-reliable"
+                warnings.warn_explicit(StoreWarning(failure), StoreWarning, where, 0,
+                                       module="pytest_reliable.runner")
 
 
 __all__ = [

@@ -22,7 +22,6 @@ from pytest_reliable.baseline import (
     choose_baseline,
     compare,
 )
-from pytest_reliable.cache import BudgetLedger, ResponseCache, check_cache_path
 from pytest_reliable.data import Dataset, Records
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluation import (
@@ -42,7 +41,7 @@ from pytest_reliable.gate import (
 from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
 from pytest_reliable.models.base import AsyncModel
 from pytest_reliable.nstar import DEFAULT_METHOD, DEFAULT_N_MAX
-from pytest_reliable.nstar_store import NStarKey, NStarStore
+from pytest_reliable.nstar_store import NStarEntries, NStarKey, NStarStore
 from pytest_reliable.results import ChecklistReport, ReliableReport
 from pytest_reliable.run_strategies import AutoN, FixedN, GateRun, RunStrategy, StopEarly
 from pytest_reliable.runner import (
@@ -53,6 +52,7 @@ from pytest_reliable.runner import (
 )
 from pytest_reliable.sampling import derive_seed
 from pytest_reliable.space import Space
+from pytest_reliable.store import Store, StoreConfig, check_store, open_store
 from pytest_reliable.summary import RangeSummary, Summary, check_scores, summarize
 from pytest_reliable.tasks import Task
 
@@ -85,8 +85,11 @@ class Settings:
     no_cache: bool = False
     record: str = "new"
     store_dir: Path | None = None
+    store_url: str | None = None
+    """``--reliable-store``: a postgresql:// URL (one store for many machines); None: the local
+    sqlite files (``cache_path``, ``budget.sqlite`` next to it, ``store_dir``)."""
     run_id: str = "local"
-    """Names this run in the shared budget ledger: the controller's id under pytest-xdist."""
+    """Names this run in the store's budget ledger: the controller's id under pytest-xdist."""
     decide: str = DEFAULT_POLICY
     """The project's default policy for thresholds (a marker's ``decide=`` wins)."""
     n_method: str = DEFAULT_METHOD
@@ -141,40 +144,53 @@ class ReliableSession:
     settings: Settings
     spaces: dict[str, Space] = field(default_factory=dict)
     on_progress: ProgressCallback | None = None
-    _cache: ResponseCache | None = field(default=None, init=False)
+    _cache: Store | None = field(default=None, init=False)
     _budget: Budget | None = field(default=None, init=False)
     _local_server: Any = field(default=None, init=False)
     _models: dict[str, AsyncModel] = field(default_factory=dict, init=False)
     _stored_baseline: StoredBaseline | None = field(default=None, init=False)
 
     # -- resources -------------------------------------------------------------------------
+    def store_config(self) -> StoreConfig:
+        assert self.settings.cache_path is not None and self.settings.store_dir is not None
+        return StoreConfig(
+            record_mode=self.settings.record, cache_path=self.settings.cache_path,
+            nstar_dir=self.settings.store_dir, url=self.settings.store_url,
+            in_memory=self.settings.no_cache,
+            budget=bool(self.settings.budget_calls or self.settings.budget_tokens),
+        )
+
     @property
-    def cache(self) -> ResponseCache:
+    def cache(self) -> Store:
+        """The run's store: answers, budget ledger, n* entries and claims (opened on first use)."""
         if self._cache is None:
-            if self.settings.no_cache:
-                self._cache = ResponseCache.memory()
-            else:
-                assert self.settings.cache_path is not None
-                self._cache = ResponseCache.open(self.settings.cache_path, self.settings.record)
+            self._cache = open_store(self.store_config())
         return self._cache
 
     def check_cache(self) -> None:
-        """Raise `CacheFileError` now (creating nothing) if the cache path cannot serve."""
-        if not self.settings.no_cache:
-            assert self.settings.cache_path is not None
-            check_cache_path(self.settings.cache_path, self.settings.record)
+        """Raise `StoreUsageError` now if the store cannot serve: the local files are checked
+        (creating nothing), a PostgreSQL store is connected to and kept open."""
+        opened = check_store(self.store_config())
+        if opened is not None:
+            self._cache = opened
+
+    @property
+    def nstar_store(self) -> NStarEntries:
+        """The n* entries, without opening the local answers file when it is not open yet."""
+        if self._cache is None and self.settings.store_url is None:
+            assert self.settings.store_dir is not None
+            return NStarStore(self.settings.store_dir)
+        return self.cache.nstar
 
     @property
     def budget(self) -> Budget | None:
-        """One budget for the whole run: counted in ``budget.sqlite`` next to the cache file (also
-        with ``--reliable-no-cache``), which every pytest-xdist worker of the run shares."""
+        """One budget for the whole run: the store's ledger of the run id (locally
+        ``budget.sqlite`` next to the cache file, also with ``--reliable-no-cache``), which every
+        pytest-xdist worker, and with a shared store every host, of the run shares."""
         if self._budget is None and (self.settings.budget_calls or self.settings.budget_tokens):
-            assert self.settings.cache_path is not None
-            ledger = BudgetLedger(self.settings.cache_path.parent / "budget.sqlite",
-                                  self.settings.run_id)
             self._budget = Budget(
                 max_calls=self.settings.budget_calls, max_tokens=self.settings.budget_tokens,
-                ledger=ledger,
+                ledger=self.cache.ledger(self.settings.run_id),
             )
         return self._budget
 
@@ -327,8 +343,7 @@ class ReliableSession:
                 delta=spec.delta, seed=settings.seed, pilot_n=settings.pilot_n,
                 n_star_method=settings.n_method, n_max=settings.n_max,
             )
-            assert settings.store_dir is not None
-            return AutoN(key, NStarStore(settings.store_dir), reference,
+            return AutoN(key, self.cache.nstar, reference,
                          stop_reason="not under --reliable-n auto: n* sizes the run"
                          if stop_early else None)
         n = int(spec.n or (settings.n if isinstance(settings.n, int) else DEFAULT_N))

@@ -5,9 +5,11 @@ cannot be right (issue 15.7)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -176,3 +178,225 @@ def test_hostile_input(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatc
     assert time.monotonic() - started < 60, "hostile input must fail fast"
     assert_clear(result, case)
     assert not (pytester.path / "MODEL_CALLED").exists(), "the model was called"
+
+
+# == The store: issue 20 items 7, 9, 14 and 20 (the cache, the budget ledger, the n* store) =====
+# Each drives pytest as a user does; a locked file names the process holding it and never advises
+# deleting the response cache; an n* store that cannot be read or written never costs a verdict;
+# the budget counts every attempt sent.
+import os  # noqa: E402
+import signal  # noqa: E402
+import sqlite3  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+LEAKS = ("INTERNALERROR", "Traceback", "pytest_reliable/", "pytest_reliable\\")
+
+
+def assert_no_leak(text: str) -> None:
+    for leak in LEAKS:
+        assert leak not in text, (leak, text)
+
+
+HOLD_LOCK = r'''
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+conn.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+time.sleep(120)
+'''
+
+
+@contextlib.contextmanager
+def locked_by_another_process(path: Path) -> Iterator[subprocess.Popen[str]]:
+    """``path`` (an sqlite file) locked by a process that holds the lock until it is killed."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        yield holder
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(10)
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(b"this is not sqlite at all " * 100)
+
+
+def _directory(path: Path) -> None:
+    path.mkdir()
+
+
+def _foreign(path: Path) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE songs (title TEXT)")
+    db.close()
+
+
+@pytest.mark.parametrize("make,fragments", [
+    (_garbage, ("not an sqlite database", "remove it (pytest-reliable makes it again)")),
+    (_directory, ("is a directory", "move the directory away")),
+    (_foreign, ("something else (tables: songs)", "no answers")),
+], ids=["garbage", "directory", "foreign table"])
+def test_a_budget_ledger_that_cannot_serve_is_a_usage_error_at_start(
+    pytester: pytest.Pytester, make: Callable[[Path], None], fragments: tuple[str, ...]
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_hostile=EVALUATE.replace("{dataset!r}", repr(DATASET)))
+    (pytester.path / ".reliable").mkdir()
+    ledger = pytester.path / ".reliable" / "budget.sqlite"
+    make(ledger)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-budget=10calls")
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, text
+    assert str(ledger) in text and "budget ledger" in text, text
+    for fragment in fragments:
+        assert fragment in text, (fragment, text)
+    assert "--reliable-cache in another directory" in text
+    assert_no_leak(text)
+    assert not (pytester.path / "MODEL_CALLED").exists()
+
+
+@pytest.mark.parametrize("name,option", [
+    ("budget.sqlite", "--reliable-budget=10calls"),
+    ("cache.sqlite", "--reliable-record=new"),
+])
+def test_a_file_locked_by_another_process_names_it_and_says_wait(
+    pytester: pytest.Pytester, name: str, option: str
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_hostile=EVALUATE.replace("{dataset!r}", repr(DATASET)))
+    pytester.runpytest("-p", "no:cacheprovider", "--reliable-budget=100calls")  # makes both files
+    (pytester.path / "MODEL_CALLED").unlink()
+    path = pytester.path / ".reliable" / name
+    answers = path.with_name("cache.sqlite").read_bytes()
+    with locked_by_another_process(path) as holder:
+        started = time.monotonic()
+        result = pytester.runpytest("-p", "no:cacheprovider", option)
+        took = time.monotonic() - started
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, text
+    assert took < 30, "a lock held by another process must be said at start, not after minutes"
+    assert str(path) in text and "locked by another process" in text and "wait" in text, text
+    if Path("/proc/locks").exists():
+        assert f"pid {holder.pid}" in text, text
+    assert "delete" not in text.lower(), text
+    assert_no_leak(text)
+    assert not (pytester.path / "MODEL_CALLED").exists()
+    assert path.with_name("cache.sqlite").read_bytes() == answers  # the paid answers are intact
+
+
+AUTO_TEST = '''
+import pytest
+from pytest_reliable import Dataset, MultipleChoice
+
+@pytest.mark.reliable(space="wrappers", mode="fixed")
+def test_gate(reliable):
+    reliable.evaluate(Dataset.from_records({dataset!r}), MultipleChoice())
+'''
+AUTO = ("-p", "no:cacheprovider", "-W", "always", "--reliable-n=auto", "--reliable-pilot-n=4",
+        "--reliable-report=report.json")
+
+
+def _auto_run(pytester: pytest.Pytester) -> tuple[pytest.RunResult, dict[str, Any]]:
+    result = pytester.runpytest(*AUTO)
+    report = json.loads((pytester.path / "report.json").read_text())
+    return result, report["tests"][0]
+
+
+def _auto_project(pytester: pytest.Pytester) -> Path:
+    pytester.makeconftest(CONFTEST)
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_hostile=AUTO_TEST.replace("{dataset!r}", repr(DATASET)))
+    result, entry = _auto_run(pytester)
+    result.assert_outcomes(passed=1)
+    assert _n_star_source(entry) == "pilot"
+    return pytester.path / ".reliable" / "n_star"
+
+
+def _n_star_source(entry: dict[str, Any]) -> Any:
+    return entry.get("n_star_source")
+
+
+def test_an_n_star_entry_that_is_not_utf8_warns_and_runs_the_pilot_again(
+    pytester: pytest.Pytester,
+) -> None:
+    store = _auto_project(pytester)
+    (entry_file,) = store.glob("*.json")
+    entry_file.write_bytes(b'{"key": "caf\xe9", "n_star": \xff\xfe}')
+    result, entry = _auto_run(pytester)
+    text = result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1)
+    assert "not a valid entry" in text and "the pilot runs again" in text, text
+    assert _n_star_source(entry) == "pilot"
+    assert_no_leak(text)
+    assert json.loads(entry_file.read_text(encoding="utf-8"))["n_star"] >= 1  # rewritten
+
+
+@pytest.mark.parametrize("break_store", ["n_star is a file", "entry cannot be written"])
+def test_an_n_star_store_that_cannot_be_written_keeps_the_verdict(
+    pytester: pytest.Pytester, break_store: str
+) -> None:
+    store = _auto_project(pytester)
+    (entry_file,) = store.glob("*.json")
+    if break_store == "n_star is a file":
+        entry_file.unlink()
+        store.rmdir()
+        store.write_text("not a directory")
+    else:  # the entry's own path is a directory: nothing can be written there, even as root
+        entry_file.unlink()
+        entry_file.mkdir()
+    result, entry = _auto_run(pytester)
+    text = result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1)
+    assert entry["verdict"] == "passed"
+    assert _n_star_source(entry) == "pilot"
+    assert "could not be written" in text and "this run gates on the n* =" in text, text
+    assert str(store) in text
+    assert_no_leak(text)
+
+
+SLOW_EVERY_OTHER = '''
+import pytest
+from pytest_reliable import Dataset, MultipleChoice
+
+DATA = Dataset.from_records({dataset!r})
+
+@pytest.mark.reliable(space="wrappers", n=6, mode="fixed")
+def test_one(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+
+@pytest.mark.reliable(space="wrappers", n=6, mode="fixed", temperature=0.7)
+def test_two(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+'''
+
+
+def test_the_budget_counts_every_attempt_sent_also_those_abandoned_at_the_timeout(
+    pytester: pytest.Pytester,
+) -> None:
+    from pytest_reliable.testing import Fault, ScriptedServer
+
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_budget=SLOW_EVERY_OTHER.replace("{dataset!r}", repr(DATASET)))
+
+    def every_other_is_slow(n: int, body: dict[str, Any]) -> Fault | None:
+        return Fault("slow", delay=1.0) if n % 2 else None  # completed (and billed) after 1 s
+
+    with ScriptedServer(lambda messages, params: "A", faults=every_other_is_slow) as server:
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "-n", "2", "--reliable-model=scripted",
+            f"--reliable-base-url={server.base_url}", "--reliable-timeout=0.3",
+            "--reliable-budget=12calls", "--reliable-max-retries=3")
+        time.sleep(1.2)  # the last abandoned attempts complete
+        sent = server.requests
+    text = result.stdout.str() + result.stderr.str()
+    assert 0 < sent <= 12, (sent, text)
+    assert "--reliable-budget 12calls is spent for the whole run" in text, text
+    assert_no_leak(text)

@@ -1,0 +1,400 @@
+"""The store interface: what outlives a run, whatever the backend (SPEC section 10).
+
+A `Store` holds the paid answers (write-once per cache key, read in batches), hands out the budget
+`Ledger` of a run id, the n* entries and the `Claims` that make a call single-flight across every
+process using the store. Backends implement a few primitives (`_read`, `_write`, `_count`,
+`_close`, `ledger`); the promises callers rely on live here, once for every backend:
+
+- ``put`` never raises and never loses a paid answer: the answer is served from memory at once;
+  when the database refuses it (disk full, server lost) it stays in memory, the write is retried
+  with backoff, and the failure is reported once (`take_store_failure`).
+- a read that fails is a miss (the run pays again rather than stopping); reads pause with the
+  same backoff, so a lost server costs one timeout, not one per batch.
+- record modes mean the same everywhere: ``new`` inserts if absent (the first writer wins),
+  ``all`` replaces, ``none`` never writes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pytest_reliable.errors import ReliableError
+from pytest_reliable.models.base import ModelResponse
+
+if TYPE_CHECKING:
+    from pytest_reliable.nstar_store import NStarEntries
+    from pytest_reliable.store.claims import Claims
+
+log = logging.getLogger("pytest_reliable.store")
+
+RECORD_MODES: tuple[str, ...] = ("new", "none", "all")
+RETRY_FIRST_S = 0.5
+RETRY_MAX_S = 30.0
+"""Backoff of writes (and reads) after the database failed: doubling from the first to the max."""
+
+
+class StoreUsageError(ReliableError):
+    """A store that cannot serve this run: the message names the place and the fix."""
+
+
+class StoreUnavailable(Exception):
+    """Raised by a backend primitive when its database cannot be used now (lost, full, locked).
+
+    The `Store` turns it into kept answers, retries and one report; it never reaches a user."""
+
+
+class StoreWarning(UserWarning):
+    """The store could not store (or read) answers; they are kept in memory for this run."""
+
+
+@dataclass(frozen=True)
+class AnswerRow:
+    """One stored answer, as every backend keeps it (JSON fields as text)."""
+
+    key: str
+    text: str
+    logprobs: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    latency_s: float
+    extra: str
+    model: str
+    meta: str
+    created: float
+
+    @classmethod
+    def of(cls, key: str, response: ModelResponse, meta: dict[str, Any]) -> AnswerRow:
+        if not isinstance(response.text, str):
+            raise TypeError(f"a model answer's text must be a string, not "
+                            f"{type(response.text).__name__}")
+        return cls(
+            key=key,
+            text=response.text,
+            logprobs=json.dumps(response.logprobs) if response.logprobs is not None else None,
+            prompt_tokens=response.prompt_tokens,
+            completion_tokens=response.completion_tokens,
+            latency_s=float(response.latency_s or 0.0),
+            extra=json.dumps(response.extra or {}, default=str),
+            model=printable(str(meta.get("model", ""))),
+            meta=json.dumps(meta, default=str),
+            created=time.time(),
+        )
+
+    def response(self) -> ModelResponse:
+        return ModelResponse(
+            text=self.text,
+            logprobs=json.loads(self.logprobs) if self.logprobs else None,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            latency_s=float(self.latency_s or 0.0),
+            # most answers carry no extra: a replay of many cells skips parsing "{}" each time
+            extra=json.loads(self.extra) if self.extra and self.extra != "{}" else {},
+        )
+
+    def same_answer(self, other: AnswerRow) -> bool:
+        """The same answer (text and log-probabilities), whatever its latency or meta."""
+        return (self.text, self.logprobs) == (other.text, other.logprobs)
+
+
+def printable(text: str) -> str:
+    """``text`` as every database takes it: no NUL, no lone surrogate (for labels, not answers)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
+class Ledger(ABC):
+    """The budget of one run id, shared by every process and host using the store.
+
+    ``reserve`` grants one model call (one attempt sent) atomically if the limits allow it, else
+    counts it as skipped; ``add_tokens`` charges what a call used. Backends raise
+    `StoreUnavailable` when the database cannot be used; `runner.Budget` then counts locally.
+    """
+
+    run_id: str
+
+    @abstractmethod
+    def reserve(self, max_calls: int | None, max_tokens: int | None) -> bool: ...
+
+    @abstractmethod
+    def add_tokens(self, n: int) -> None: ...
+
+    @abstractmethod
+    def totals(self) -> tuple[int, int, int]:
+        """(calls, tokens, skipped) of the run so far, every process included."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What `Store.claim` found: ``held`` (this process calls, then `Store.release`), or the
+    ``answer`` stored meanwhile, or neither (another process holds the claim: wait)."""
+
+    held: bool
+    answer: ModelResponse | None = None
+
+
+class Store(ABC):
+    """Answers, budget ledgers, n* entries and claims of one store (see the module docstring).
+
+    ``location`` names the store in messages (never with a password). ``reads``: hits are served
+    (not in record mode ``all``); ``replay_only``: record mode ``none``.
+    """
+
+    kind: ClassVar[str]
+    """"sqlite" or "postgresql"."""
+    schema_version: ClassVar[int]
+    read_batch: ClassVar[int] = 500
+    """Keys per read query: a replay reads one query per batch, never one per cell."""
+    close_trying_s: ClassVar[float] = 10.0
+    """At close, answers still unwritten get last tries (with backoff) for this long: a server
+    restarting takes seconds."""
+
+    claims: Claims
+    nstar: NStarEntries
+
+    def __init__(self, record_mode: str, location: str) -> None:
+        if record_mode not in RECORD_MODES:
+            raise ValueError(f"record mode {record_mode!r}: allowed are {', '.join(RECORD_MODES)}")
+        self.record_mode = record_mode
+        self.location = location
+        self.read_queries = 0
+        """Read queries sent so far (one per `read_batch` keys)."""
+        self._lock = threading.Lock()
+        self._flushing = threading.Lock()
+        self._pending: dict[str, AnswerRow] = {}
+        """Answers not (yet) in the database: served from here, written when it takes them."""
+        self._write_retry_at = 0.0
+        self._write_delay = RETRY_FIRST_S
+        self._read_retry_at = 0.0
+        self._read_delay = RETRY_FIRST_S
+        self._failure: str | None = None
+        self._failure_taken = False
+
+    # -- backend primitives ----------------------------------------------------------------------
+    @abstractmethod
+    def _read(self, keys: Sequence[str]) -> list[AnswerRow]:
+        """The stored rows among ``keys`` (at most `read_batch` of them), in one query."""
+
+    @abstractmethod
+    def _write(self, rows: Sequence[AnswerRow], *, replace: bool) -> None:
+        """Insert ``rows`` (if absent; ``replace``: overwrite), committed before returning."""
+
+    @abstractmethod
+    def _count(self) -> int: ...
+
+    @abstractmethod
+    def _close(self) -> None: ...
+
+    @abstractmethod
+    def ledger(self, run_id: str) -> Ledger:
+        """The budget ledger of ``run_id`` (created on first use)."""
+
+    def _failure_fix(self) -> str:
+        """What to do when writes fail (the end of the one report)."""
+        return "check the store"
+
+    # -- record modes -----------------------------------------------------------------------------
+    @property
+    def replay_only(self) -> bool:
+        return self.record_mode == "none"
+
+    @property
+    def reads(self) -> bool:
+        """Whether hits are served (not in record mode ``all``)."""
+        return self.record_mode != "all"
+
+    # -- answers ----------------------------------------------------------------------------------
+    def get(self, key: str) -> ModelResponse | None:
+        return self.get_many([key]).get(key)
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, ModelResponse]:
+        """The hits among ``keys``: one read query per `read_batch` keys, plus the answers kept in
+        memory. A store that cannot be read gives misses (and one report), never an error."""
+        unique = list(dict.fromkeys(keys))
+        self._flush_due()
+        rows: list[AnswerRow] = []
+        if time.monotonic() >= self._read_retry_at:
+            try:
+                for start in range(0, len(unique), self.read_batch):
+                    self.read_queries += 1
+                    rows += self._read(unique[start : start + self.read_batch])
+                self._read_delay = RETRY_FIRST_S
+            except StoreUnavailable as error:
+                with self._lock:
+                    self._read_retry_at = time.monotonic() + self._read_delay
+                    self._read_delay = min(RETRY_MAX_S, self._read_delay * 2)
+                    self._note_failure("read", error)
+        found = {row.key: row.response() for row in rows}
+        with self._lock:
+            found.update((k, self._pending[k].response()) for k in unique if k in self._pending)
+        return found
+
+    def put(self, key: str, response: ModelResponse, *, meta: dict[str, Any] | None = None) -> None:
+        """Store one answer (committed before returning). Never raises for a storage failure: the
+        answer is kept in memory, served for the rest of the run and written when the database
+        takes it. No-op in record mode ``none``."""
+        if self.replay_only:
+            return
+        row = AnswerRow.of(key, response, dict(meta or {}))
+        with self._lock:
+            self._pending[key] = row
+            waiting = time.monotonic() < self._write_retry_at
+        if waiting:
+            return  # the database failed a moment ago: the answer waits for the next try
+        self._write_rows([row])
+        self._flush_due()
+
+    def flush(self) -> int:
+        """Try now to write the answers kept in memory; returns how many are still unwritten."""
+        with self._lock:
+            rows = list(self._pending.values())
+        if rows:
+            self._write_rows(rows)
+        return self.unstored
+
+    def _flush_due(self) -> None:
+        """Retry the kept answers once their backoff has passed (one thread at a time)."""
+        with self._lock:
+            due = bool(self._pending) and time.monotonic() >= self._write_retry_at
+        if due and self._flushing.acquire(blocking=False):
+            try:
+                self.flush()
+            finally:
+                self._flushing.release()
+
+    def _write_rows(self, rows: list[AnswerRow]) -> None:
+        try:
+            self._write(rows, replace=self.record_mode == "all")
+        except StoreUnavailable as error:
+            with self._lock:
+                self._write_retry_at = time.monotonic() + self._write_delay
+                self._write_delay = min(RETRY_MAX_S, self._write_delay * 2)
+                self._note_failure("write", error)
+            return
+        with self._lock:
+            self._write_delay = RETRY_FIRST_S
+            for row in rows:
+                if self._pending.get(row.key) is row:
+                    del self._pending[row.key]
+
+    def _note_failure(self, what: str, error: StoreUnavailable) -> None:
+        """Keep the first failure's message for the one report (called with the lock held)."""
+        log.debug("store %s failed to %s: %s", self.location, what, error)
+        if self._failure is not None:
+            return
+        doing = "could not store an answer" if what == "write" else "could not be read"
+        self._failure = (
+            f"pytest-reliable: the {self._noun()} {self.location} {doing} ({error}). Answers "
+            "paid for in this run are kept in memory and count for this run; writing them is "
+            "retried with backoff, and any still unwritten at the end cannot be replayed by the "
+            f"next run: {self._failure_fix()}."
+        )
+
+    def _noun(self) -> str:
+        return "store"
+
+    def take_store_failure(self) -> str | None:
+        """The first failure's message, once per store (None before one, and after)."""
+        with self._lock:
+            if self._failure is None or self._failure_taken:
+                return None
+            self._failure_taken = True
+            return self._failure
+
+    @property
+    def unstored(self) -> int:
+        """How many answers live only in memory because the database did not take them (yet)."""
+        with self._lock:
+            return len(self._pending)
+
+    def count(self) -> int:
+        """Answers stored, plus those kept in memory."""
+        try:
+            stored = self._count()
+        except StoreUnavailable:
+            stored = 0
+        with self._lock:
+            return stored + len(self._pending)
+
+    # -- claims (single-flight) --------------------------------------------------------------------
+    def claim(self, key: str) -> Claim:
+        """Try to become the one process that calls the model for ``key`` (never waits).
+
+        Held: look once more, since another process may have stored the answer after this one's
+        batch lookup (then the claim is given back at once and the answer returned). A backend
+        that tells in the claim's own round trip saves the look when nothing is stored."""
+        held, stored = self.claims.try_claim_checking(key)
+        if not held:
+            return Claim(held=False)
+        if self.reads:
+            with self._lock:
+                kept = self._pending.get(key)
+            found = kept.response() if kept is not None else None
+            if found is None and stored is not False:
+                found = self.get_many([key]).get(key)
+            if found is not None:
+                self.claims.release(key)
+                return Claim(held=False, answer=found)
+        return Claim(held=True)
+
+    def release(self, key: str) -> None:
+        self.claims.release(key)
+
+    # -- bulk (``cache merge|export|import``): no memory keeping, a failure raises ---------------
+    @abstractmethod
+    def rows(self, batch: int = 2000) -> Iterator[list[AnswerRow]]:
+        """Every stored answer, in batches."""
+
+    def read_rows(self, keys: Sequence[str]) -> list[AnswerRow]:
+        """The stored rows among ``keys`` (one query per `read_batch`); `StoreUnavailable`."""
+        found: list[AnswerRow] = []
+        for start in range(0, len(keys), self.read_batch):
+            found += self._read(keys[start : start + self.read_batch])
+        return found
+
+    def write_rows(self, rows: Sequence[AnswerRow]) -> None:
+        """Insert ``rows`` where their key is absent, now; `StoreUnavailable` when it cannot."""
+        if rows:
+            self._write(rows, replace=False)
+
+    # -- life --------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Last tries for the answers kept in memory, then release everything."""
+        deadline = time.monotonic() + self.close_trying_s
+        delay = RETRY_FIRST_S
+        while self.unstored and self.flush() and time.monotonic() < deadline:
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay *= 2
+        if self.unstored:
+            log.warning("pytest-reliable: %d answers paid for in this run could not be written to "
+                        "%s; the next run calls the model for them again.",
+                        self.unstored, self.location)
+        self.claims.close()
+        self._close()
+
+    def __enter__(self) -> Store:  # noqa: PYI034
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = [
+    "RECORD_MODES",
+    "AnswerRow",
+    "Claim",
+    "Ledger",
+    "Store",
+    "StoreUnavailable",
+    "StoreUsageError",
+    "StoreWarning",
+    "printable",
+]

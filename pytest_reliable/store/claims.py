@@ -1,0 +1,179 @@
+"""Claims: single-flight of one call (or one n* pilot) across every process using a store.
+
+A claim is a name (a cache key, an n* key) that at most one holder has at a time. It dies with
+its holder: a process killed with SIGKILL never blocks the others (the backends use locks the
+operating system or the database server drops with the process or its connection). Waiting is
+the caller's business (`runner.Runner` polls for the answer; `nstar_store` for the entry): a
+claim is only ever tried, never waited for here.
+
+Within one process the claims of a location are kept in one registry, so two handles on the same
+store (or two threads) exclude each other as two processes do.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+from pytest_reliable.files import sha256_hex
+from pytest_reliable.store.base import StoreUnavailable
+
+log = logging.getLogger("pytest_reliable.store")
+
+_registry_lock = threading.Lock()
+_held: set[tuple[str, str]] = set()
+"""(location, name) of every claim this process holds."""
+
+
+class Claims(ABC):
+    """``try_claim(name)`` -> True when this process now holds ``name``; ``release(name)``."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self.degraded: str | None = None
+        """Why claims are process-local now (the database was lost), for the one report."""
+
+    @abstractmethod
+    def _acquire(self, name: str) -> bool:
+        """The other processes' side: True when none of them holds ``name``."""
+
+    @abstractmethod
+    def _release(self, name: str) -> None: ...
+
+    def _acquire_checking(self, name: str) -> tuple[bool, bool | None]:
+        """`_acquire`, and whether an answer is stored under ``name`` when the backend can tell
+        in the same round trip (None: it cannot; the caller looks)."""
+        return self._acquire(name), None
+
+    def try_claim(self, name: str) -> bool:
+        return self.try_claim_checking(name)[0]
+
+    def try_claim_checking(self, name: str) -> tuple[bool, bool | None]:
+        """(held, answer stored under ``name``: True, False, or None when unknown)."""
+        slot = (self.location, name)
+        with _registry_lock:
+            if slot in _held:
+                return False, None
+            _held.add(slot)
+        stored: bool | None = None
+        try:
+            acquired, stored = self._acquire_checking(name)
+        except StoreUnavailable as error:
+            # Without the database a claim cannot be shared: call rather than wait for nobody.
+            if self.degraded is None:
+                self.degraded = str(error)
+                log.warning("pytest-reliable: claims of %s are local to this process (%s): "
+                            "another host may pay for the same call", self.location, error)
+            acquired = True
+        if not acquired:
+            with _registry_lock:
+                _held.discard(slot)
+        return acquired, stored
+
+    def release(self, name: str) -> None:
+        try:
+            self._release(name)
+        except StoreUnavailable:
+            pass  # the database dropped the claim with the connection
+        finally:
+            with _registry_lock:
+                _held.discard((self.location, name))
+
+    def close(self) -> None:
+        """Release what this handle still holds (its holder's end)."""
+
+
+class ProcessClaims(Claims):
+    """Claims within this process only: for answers no other process can read (in memory)."""
+
+    def _acquire(self, name: str) -> bool:
+        return True
+
+    def _release(self, name: str) -> None:
+        pass
+
+
+def lock_offset(name: str, bits: int = 40) -> int:
+    """Where ``name`` locks: a byte offset from its hash (collisions only make one wait)."""
+    return int(sha256_hex(name)[: bits // 4], 16)
+
+
+_files_lock = threading.Lock()
+_files: dict[str, tuple[int, int]] = {}
+"""Path -> (descriptor, handles): one descriptor per file per process, since closing any
+descriptor of a file drops every POSIX lock the process holds on it."""
+
+
+class FileClaims(Claims):
+    """Byte-range locks (``fcntl.lockf``) on one file next to the sqlite cache: one byte per
+    claim, released by the kernel when the holding process ends, however it ends."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(str(path))
+        self.path = path
+        self._fd: int | None = None
+
+    def _descriptor(self) -> int:
+        if self._fd is None:
+            key = str(self.path)
+            with _files_lock:
+                fd, handles = _files.get(key, (-1, 0))
+                if fd < 0:
+                    try:
+                        self.path.parent.mkdir(parents=True, exist_ok=True)
+                        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+                    except OSError as error:
+                        raise StoreUnavailable(f"claims file {self.path}: {error}") from None
+                _files[key] = (fd, handles + 1)
+            self._fd = fd
+        return self._fd
+
+    def _acquire(self, name: str) -> bool:
+        import fcntl
+
+        try:
+            fcntl.lockf(self._descriptor(), fcntl.LOCK_EX | fcntl.LOCK_NB, 1, lock_offset(name))
+        except (BlockingIOError, PermissionError):
+            return False
+        except OSError as error:
+            raise StoreUnavailable(f"claims file {self.path}: {error}") from None
+        return True
+
+    def _release(self, name: str) -> None:
+        import fcntl
+
+        if self._fd is None:
+            return
+        try:
+            fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, lock_offset(name))
+        except OSError as error:
+            raise StoreUnavailable(f"claims file {self.path}: {error}") from None
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        key = str(self.path)
+        with _files_lock:
+            fd, handles = _files.get(key, (-1, 0))
+            if handles <= 1:
+                _files.pop(key, None)
+                if fd >= 0:
+                    os.close(fd)
+            else:
+                _files[key] = (fd, handles - 1)
+        self._fd = None
+
+
+def file_claims(path: Path) -> Claims:
+    """`FileClaims` where the platform has POSIX locks, else claims within this process."""
+    try:
+        import fcntl  # noqa: F401
+    except ImportError:  # Windows
+        return ProcessClaims(str(path))
+    return FileClaims(path)
+
+
+__all__ = ["Claims", "FileClaims", "ProcessClaims", "file_claims", "lock_offset"]

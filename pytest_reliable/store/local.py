@@ -1,0 +1,509 @@
+"""The embedded default store: local sqlite files under ``.reliable/`` (today's files, unchanged).
+
+- answers: ``cache.sqlite`` (``--reliable-cache``), or an in-memory database with the same code
+  for ``--reliable-no-cache``. WAL and a 30 s busy timeout let several pytest-xdist workers write
+  it at once; every write commits at once, so an answer paid for survives a crash right after.
+  Answer texts that are not valid UTF-8 (a lone surrogate) are stored as UTF-8 bytes with
+  ``surrogatepass``, so a replay gives back the same string.
+- the budget ledger: ``budget.sqlite`` next to the cache, one row per run id.
+- n* entries: JSON files in ``.reliable/n_star/`` (`pytest_reliable.nstar_store.NStarStore`).
+- claims: byte-range locks on ``cache.sqlite.claims`` (`pytest_reliable.store.claims`).
+
+A file that cannot serve (a directory, not sqlite, another program's tables, a newer schema, a
+lock another process holds) is found at start-up (`check_cache_path`, `check_budget_path`) and
+named with the fix; no message ever advises deleting a response cache.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_reliable.nstar_store import NStarEntries, NStarKey, NStarStore
+from pytest_reliable.store.base import (
+    AnswerRow,
+    Ledger,
+    Store,
+    StoreUnavailable,
+    StoreUsageError,
+)
+from pytest_reliable.store.claims import Claims, ProcessClaims, file_claims
+from pytest_reliable.store.holders import who_holds
+
+SCHEMA_VERSION = 1
+"""Of ``cache.sqlite``: a file of another version is refused at start-up."""
+BUSY_TIMEOUT_S = 30.0
+START_WAIT_S = 5.0
+"""How long the start-up check waits for a lock another process holds before it says so."""
+
+
+class CacheFileError(StoreUsageError):
+    """``--reliable-cache`` (or the budget ledger next to it) cannot serve."""
+
+
+MOVE_ASIDE = ("move it aside (keep it if it holds answers you paid for), or give another "
+              "--reliable-cache (or --reliable-no-cache)")
+
+
+def _is_locked(error: BaseException) -> bool:
+    return isinstance(error, sqlite3.OperationalError) and "locked" in str(error)
+
+
+def _cache_file_error(path: Path, error: BaseException) -> CacheFileError:
+    text = str(error)
+    if path.is_dir():
+        why = "is a directory; give the path of a file, e.g. .reliable/cache.sqlite"
+    elif _is_locked(error):
+        why = (f"is locked by {who_holds(path)}: wait for it to finish, or give another "
+               "--reliable-cache for this run")
+    elif "not a database" in text or "malformed" in text:
+        why = f"is not a pytest-reliable response cache (sqlite: {text}): {MOVE_ASIDE}"
+    elif "readonly" in text or "unable to open" in text or isinstance(error, PermissionError):
+        why = (f"cannot be opened for writing ({text}): make it writable, or give another "
+               "--reliable-cache")
+    else:
+        why = f"cannot be used ({type(error).__name__}: {text}): {MOVE_ASIDE}"
+    return CacheFileError(f"response cache {path} {why}")
+
+
+def _writable_place(path: Path) -> Path | None:
+    """The nearest existing ancestor of ``path`` when it is not a writable directory."""
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return parent
+    return None
+
+
+def _probe_write_lock(path: Path) -> None:
+    """Raise sqlite3.OperationalError("database is locked") when another process keeps the write
+    lock for longer than `START_WAIT_S` (an xdist worker's write takes milliseconds)."""
+    conn = sqlite3.connect(str(path), timeout=START_WAIT_S, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+
+
+def check_cache_path(path: Path, record_mode: str) -> None:
+    """Raise `CacheFileError` if ``path`` cannot serve as the cache; creates nothing."""
+    if path.is_dir():
+        raise _cache_file_error(path, IsADirectoryError(str(path)))
+    if path.exists():
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                                   timeout=START_WAIT_S)
+            try:
+                _check_schema(conn, path)
+            finally:
+                conn.close()
+            if record_mode != "none":
+                if not os.access(path, os.W_OK):
+                    raise _cache_file_error(path, PermissionError("the file is read-only"))
+                _probe_write_lock(path)
+        except sqlite3.Error as error:
+            raise _cache_file_error(path, error) from None
+        return
+    if record_mode == "none":
+        return  # replay only: a missing file is a miss for every call, reported per test
+    blocked = _writable_place(path)
+    if blocked is not None:
+        raise _cache_file_error(path, PermissionError(f"{blocked} is not a writable directory"))
+
+
+def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
+    """A file with tables must be ours, at our schema version (sqlite.Error if unreadable)."""
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not tables:
+        return
+    if "meta" not in tables or "responses" not in tables:
+        raise CacheFileError(
+            f"response cache {path} is an sqlite file of something else (tables: "
+            f"{', '.join(sorted(tables))}): {MOVE_ASIDE}"
+        )
+    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    found = str(row[0]) if row else "none"
+    if found == str(SCHEMA_VERSION):
+        return
+    if found.isdigit() and int(found) > SCHEMA_VERSION:
+        raise CacheFileError(
+            f"response cache {path} was written by a newer pytest-reliable (schema version "
+            f"{found}; this one reads version {SCHEMA_VERSION}): upgrade pytest-reliable "
+            "(pip install -U pytest-reliable), or give another --reliable-cache"
+        )
+    raise CacheFileError(
+        f"response cache {path} has schema version {found}, this pytest-reliable writes version "
+        f"{SCHEMA_VERSION}: {MOVE_ASIDE}"
+    )
+
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    (
+        "CREATE TABLE IF NOT EXISTS responses ("
+        " key TEXT PRIMARY KEY, text TEXT NOT NULL, logprobs TEXT,"
+        " prompt_tokens INTEGER, completion_tokens INTEGER, latency_s REAL,"
+        " extra TEXT, model TEXT, meta TEXT, created REAL)"
+    ),
+    "INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', ?)",
+)
+COLUMNS = ("key, text, logprobs, prompt_tokens, completion_tokens, latency_s, extra, model, meta,"
+           " created")
+
+
+def _storable(text: str) -> str | bytes:
+    """``text`` as sqlite can store it: bytes (utf-8, surrogatepass) when it is not valid UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+    return text
+
+
+def _loaded(value: str | bytes | None) -> str:
+    if value is None:
+        return ""
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
+
+
+def row_to_sqlite(row: AnswerRow) -> tuple[Any, ...]:
+    return (row.key, _storable(row.text), row.logprobs, row.prompt_tokens, row.completion_tokens,
+            row.latency_s, row.extra, _storable(row.model), row.meta, row.created)
+
+
+def row_from_sqlite(values: Sequence[Any]) -> AnswerRow:
+    key, text, logprobs, pt, ct, latency, extra, model, meta, created = values
+    return AnswerRow(key=key, text=_loaded(text), logprobs=logprobs, prompt_tokens=pt,
+                     completion_tokens=ct, latency_s=float(latency or 0.0), extra=extra or "{}",
+                     model=_loaded(model), meta=meta or "{}", created=float(created or 0.0))
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """WAL lets readers and one writer share the file. Switching to it needs an exclusive lock that
+    sqlite's busy timeout does not wait for: when another process (an xdist worker) is switching
+    the same new file at this moment, "database is locked" means it is being done; correctness
+    does not depend on the journal mode, only speed."""
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+    except sqlite3.OperationalError:
+        pass
+
+
+def _unavailable(error: BaseException) -> StoreUnavailable:
+    return StoreUnavailable(f"{type(error).__name__}: {error}")
+
+
+class LocalStore(Store):
+    """The local store. ``path`` None: answers in memory (``--reliable-no-cache``).
+
+    ``budget_path`` (default ``budget.sqlite`` next to ``path``) and ``nstar_dir`` (default
+    ``n_star/`` next to ``path``) may be given apart, as the session does; None without a
+    ``path`` keeps them in memory too.
+    """
+
+    kind = "sqlite"
+    schema_version = SCHEMA_VERSION
+    close_trying_s = 2.0  # a full disk or a broken file rarely heals in seconds
+
+    def __init__(
+        self,
+        path: Path | None,
+        record_mode: str = "new",
+        *,
+        budget_path: Path | None = None,
+        nstar_dir: Path | None = None,
+    ) -> None:
+        super().__init__(record_mode, str(path) if path is not None else "(in memory)")
+        self.path = path
+        self.budget_path = budget_path or (path.parent / "budget.sqlite" if path else None)
+        self._conn_lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = self._connect()
+        self.claims: Claims = (
+            file_claims(Path(f"{path}.claims")) if path is not None
+            else ProcessClaims(f"memory:{id(self)}")
+        )
+        directory = nstar_dir or (path.parent / "n_star" if path else None)
+        self.nstar: NStarEntries = (
+            NStarStore(directory, self.claims) if directory is not None
+            else MemoryNStar(self.claims)
+        )
+
+    @classmethod
+    def open(cls, path: str | Path, record_mode: str = "new") -> LocalStore:
+        return cls(Path(path), record_mode)
+
+    @classmethod
+    def memory(cls) -> LocalStore:
+        """An in-process cache (``--reliable-no-cache``): reuse within the run only."""
+        return cls(None, "new")
+
+    def _noun(self) -> str:
+        return "response cache"
+
+    def _failure_fix(self) -> str:
+        return "free disk space or fix the file, or give another --reliable-cache"
+
+    def _connect(self) -> sqlite3.Connection:
+        path = self.path
+        try:
+            if path is None or (self.replay_only and not path.exists()):
+                conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            elif self.replay_only:
+                conn = sqlite3.connect(
+                    f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S,
+                    isolation_level=None, check_same_thread=False,
+                )
+            else:
+                if path.is_dir():
+                    raise IsADirectoryError(str(path))
+                path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(
+                    str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                    check_same_thread=False,
+                )
+                _use_wal(conn)
+                conn.execute("PRAGMA synchronous=NORMAL")
+            if path is not None:
+                _check_schema(conn, path)
+            if not (self.replay_only and path is not None and path.exists()):
+                with conn:  # one transaction; the busy timeout covers concurrent creators
+                    conn.execute("BEGIN IMMEDIATE")
+                    for statement in SCHEMA:
+                        conn.execute(statement, (str(SCHEMA_VERSION),) if "?" in statement else ())
+        except (sqlite3.Error, OSError) as error:
+            raise _cache_file_error(path or Path(":memory:"), error) from None
+        return conn
+
+    # -- primitives ----------------------------------------------------------------------------
+    def _read(self, keys: Sequence[str]) -> list[AnswerRow]:
+        marks = ",".join("?" * len(keys))
+        with self._conn_lock:
+            if self._conn is None:
+                return []
+            try:
+                found = self._conn.execute(
+                    f"SELECT {COLUMNS} FROM responses WHERE key IN ({marks})", list(keys)
+                ).fetchall()
+            except (sqlite3.Error, OSError) as error:
+                raise _unavailable(error) from None
+        return [row_from_sqlite(values) for values in found]
+
+    def _write(self, rows: Sequence[AnswerRow], *, replace: bool) -> None:
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+        statement = f"{verb} INTO responses({COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?)"
+        with self._conn_lock:
+            if self._conn is None:
+                raise StoreUnavailable("the response cache is closed")
+            try:
+                if len(rows) == 1:
+                    self._conn.execute(statement, row_to_sqlite(rows[0]))
+                else:
+                    with self._conn:
+                        self._conn.execute("BEGIN IMMEDIATE")
+                        self._conn.executemany(statement, [row_to_sqlite(r) for r in rows])
+            except (sqlite3.Error, OSError, ValueError) as error:
+                raise _unavailable(error) from None
+
+    def _count(self) -> int:
+        with self._conn_lock:
+            if self._conn is None:
+                return 0
+            try:
+                return int(self._conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+            except sqlite3.Error as error:
+                raise _unavailable(error) from None
+
+    def _close(self) -> None:
+        with self._conn_lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+
+    def ledger(self, run_id: str) -> Ledger:
+        return SqliteLedger(self.budget_path, run_id)
+
+    def rows(self, batch: int = 2000) -> Iterator[list[AnswerRow]]:
+        """Every stored row, in insertion order, in batches (for ``cache merge|export``)."""
+        last = 0
+        while True:
+            with self._conn_lock:
+                if self._conn is None:
+                    return
+                try:
+                    found = self._conn.execute(
+                        f"SELECT rowid, {COLUMNS} FROM responses WHERE rowid > ? ORDER BY rowid "
+                        "LIMIT ?", (last, batch)).fetchall()
+                except sqlite3.Error as error:
+                    raise _unavailable(error) from None
+            if not found:
+                return
+            last = found[-1][0]
+            yield [row_from_sqlite(values[1:]) for values in found]
+
+
+class MemoryNStar(NStarEntries):
+    """n* entries kept for this process only (a store opened without any directory)."""
+
+    def __init__(self, claims: Claims | None = None) -> None:
+        super().__init__(claims)
+        self._records: dict[str, str] = {}
+
+    def where(self, key: NStarKey) -> str:
+        return f"(in memory) {key.digest()}"
+
+    def _load(self, key: NStarKey) -> str | None:
+        return self._records.get(key.digest())
+
+    def _save(self, key: NStarKey, record: str) -> None:
+        self._records[key.digest()] = record
+
+
+# -- the budget ledger ----------------------------------------------------------------------------
+BUDGET_COLUMNS = ("run", "calls", "tokens", "skipped", "created")
+BUDGET_FIX = ("it holds only the budget counts of recent runs, no answers: remove it "
+              "(pytest-reliable makes it again), or give --reliable-cache in another directory "
+              "(the ledger lives next to the cache)")
+
+
+def _budget_error(path: Path, error: BaseException) -> CacheFileError:
+    text = str(error)
+    if _is_locked(error):
+        why = (f"is locked by {who_holds(path)}: wait for it to finish, or give --reliable-cache "
+               "in another directory for this run (the ledger lives next to the cache)")
+    elif "not a database" in text or "malformed" in text:
+        why = f"is not an sqlite database ({text}): {BUDGET_FIX}"
+    else:
+        why = f"cannot be used ({type(error).__name__}: {text}): {BUDGET_FIX}"
+    return CacheFileError(f"budget ledger {path} {why}")
+
+
+def _check_budget_tables(conn: sqlite3.Connection, path: Path) -> None:
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    columns = tuple(row[1] for row in conn.execute("PRAGMA table_info(budget)"))
+    if tables - {"budget"} or (tables and columns != BUDGET_COLUMNS):
+        raise CacheFileError(
+            f"budget ledger {path} is an sqlite file of something else (tables: "
+            f"{', '.join(sorted(tables))}): {BUDGET_FIX}"
+        )
+
+
+def check_budget_path(path: Path) -> None:
+    """Raise `CacheFileError` if ``path`` cannot hold the budget ledger; creates nothing."""
+    if path.is_dir():
+        raise CacheFileError(
+            f"budget ledger {path} is a directory: pytest-reliable keeps the run's shared budget "
+            "in this file (no answers): move the directory away, or give --reliable-cache in "
+            "another directory (the ledger lives next to the cache)"
+        )
+    if not path.exists():
+        blocked = _writable_place(path)
+        if blocked is not None:
+            raise CacheFileError(f"budget ledger {path} cannot be made: {blocked} is not a "
+                                 "writable directory; give --reliable-cache in one")
+        return
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                               timeout=START_WAIT_S)
+        try:
+            _check_budget_tables(conn, path)
+        finally:
+            conn.close()
+        _probe_write_lock(path)
+    except sqlite3.Error as error:
+        raise _budget_error(path, error) from None
+
+
+class SqliteLedger(Ledger):
+    """The run's call and token counts in a small sqlite file every xdist worker opens.
+
+    A call is granted by one atomic ``UPDATE ... WHERE calls < limit``, so the total stays within
+    the limit whatever the number of workers. Rows are per run id; rows older than a day are
+    dropped. ``path`` None: a ledger of this process only.
+    """
+
+    def __init__(self, path: Path | None, run_id: str) -> None:
+        self.path = path
+        self.run_id = run_id
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(
+                str(self.path) if self.path is not None else ":memory:", timeout=BUSY_TIMEOUT_S,
+                isolation_level=None, check_same_thread=False,
+            )
+            _use_wal(conn)
+            conn.execute("PRAGMA synchronous=NORMAL")  # counts need no disk sync per call
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS budget (run TEXT PRIMARY KEY, calls INTEGER NOT NULL,"
+                    " tokens INTEGER NOT NULL, skipped INTEGER NOT NULL, created REAL NOT NULL)"
+                )
+                conn.execute("DELETE FROM budget WHERE created < ?", (time.time() - 86400,))
+                conn.execute(
+                    "INSERT OR IGNORE INTO budget VALUES(?, 0, 0, 0, ?)", (self.run_id, time.time())
+                )
+            self._conn = conn
+        return self._conn
+
+    def _execute(self, sql: str, args: tuple[Any, ...]) -> sqlite3.Cursor:
+        try:
+            return self._connection().execute(sql, args)
+        except (sqlite3.Error, OSError) as error:
+            raise _unavailable(error) from None
+
+    def reserve(self, max_calls: int | None, max_tokens: int | None) -> bool:
+        """Count one call if both limits allow it; else count it as skipped and say no."""
+        with self._lock:
+            granted = self._execute(
+                "UPDATE budget SET calls = calls + 1 WHERE run = ?"
+                " AND (? IS NULL OR calls < ?) AND (? IS NULL OR tokens < ?)",
+                (self.run_id, max_calls, max_calls, max_tokens, max_tokens),
+            ).rowcount == 1
+            if not granted:
+                self._execute("UPDATE budget SET skipped = skipped + 1 WHERE run = ?",
+                              (self.run_id,))
+            return granted
+
+    def add_tokens(self, n: int) -> None:
+        with self._lock:
+            self._execute("UPDATE budget SET tokens = tokens + ? WHERE run = ?",
+                          (int(n), self.run_id))
+
+    def totals(self) -> tuple[int, int, int]:
+        with self._lock:
+            row = self._execute("SELECT calls, tokens, skipped FROM budget WHERE run = ?",
+                                (self.run_id,)).fetchone()
+        return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "SCHEMA_VERSION",
+    "CacheFileError",
+    "LocalStore",
+    "MemoryNStar",
+    "SqliteLedger",
+    "check_budget_path",
+    "check_cache_path",
+]

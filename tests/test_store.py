@@ -1,0 +1,351 @@
+"""The store's promises, once for each backend (local sqlite files, a real PostgreSQL server):
+write-once answers, record modes, replay in batches, one atomic budget per run id, n* entries,
+claims that die with their holder, answers kept through a failing database, versioned schema."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_reliable.models.base import ModelResponse, SamplingParams
+from pytest_reliable.nstar_store import NStarEntry, NStarKey
+from pytest_reliable.runner import Request, Runner
+from pytest_reliable.store import LocalStore, Store, StoreUsageError
+from pytest_reliable.testing.postgres import TemporaryPostgres
+
+KEY = NStarKey("t.py::test_a", "s" * 64, "d" * 64, "local:x", "ilr", 0.01, 0.1, 0, 100)
+ENTRY = NStarEntry(n_star=12, reliable=True, achievable_eps=0.004, n_star_paper=9)
+ODD = "A\ud800 and a NUL \x00 and caf\u00e9"
+"""A model may answer a lone surrogate or a NUL: both must come back as they went in."""
+
+
+@dataclass
+class Backend:
+    kind: str
+    where: str
+    """The sqlite file or the PostgreSQL URL (with its password)."""
+    server: TemporaryPostgres | None = None
+    handles: list[Store] = field(default_factory=list)
+
+    def open(self, record_mode: str = "new") -> Store:
+        if self.kind == "sqlite":
+            store: Store = LocalStore(Path(self.where), record_mode)
+        else:
+            from pytest_reliable.store.postgres import PostgresStore
+
+            store = PostgresStore(self.where, record_mode, wait_s=1.0)
+        self.handles.append(store)
+        return store
+
+    def break_writes(self, store: Store) -> None:
+        """Make the database refuse writes (a full disk; a server gone)."""
+        if self.kind == "sqlite":
+            assert isinstance(store, LocalStore) and store._conn is not None
+            store._conn.execute("PRAGMA query_only=ON")
+        else:
+            assert self.server is not None
+            self.server.stop_server()
+
+    def heal(self, store: Store) -> None:
+        if self.kind == "sqlite":
+            assert isinstance(store, LocalStore) and store._conn is not None
+            store._conn.execute("PRAGMA query_only=OFF")
+        else:
+            assert self.server is not None
+            self.server.start()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "sqlite":
+        found = Backend("sqlite", str(tmp_path / "cache.sqlite"))
+    else:
+        server = request.getfixturevalue("postgres_server")
+        found = Backend("postgresql", request.getfixturevalue("postgres_url"), server)
+    yield found
+    for store in found.handles:
+        store.close()
+
+
+def answer(text: str, **more: Any) -> ModelResponse:
+    return ModelResponse(text, **more)
+
+
+# -- answers ----------------------------------------------------------------------------------------
+def test_an_answer_comes_back_exactly_as_it_went_in(backend: Backend) -> None:
+    stored = answer(ODD, logprobs=[{"token": "A", "logprob": -0.1}], prompt_tokens=3,
+                    completion_tokens=1, latency_s=0.25, extra={"x": [1, "\u00e9"]})
+    writer = backend.open()
+    writer.put("k", stored, meta={"model": "m\x00\ud800"})
+    assert writer.take_store_failure() is None and writer.unstored == 0
+    reader = backend.open()
+    assert reader.get("k") == stored and reader.get("absent") is None
+    assert reader.get_many(["k", "absent", "k"]) == {"k": stored}
+    assert reader.count() == 1
+
+
+def test_the_first_writer_wins_and_record_all_replaces(backend: Backend) -> None:
+    first, second = backend.open(), backend.open()
+    first.put("k", answer("first"))
+    second.put("k", answer("second"))
+    assert first.get("k") == second.get("k") == answer("first")
+    backend.open("all").put("k", answer("again"))
+    assert backend.open().get("k") == answer("again")
+
+
+def test_record_none_writes_nothing_and_creates_nothing(backend: Backend) -> None:
+    replay = backend.open("none")
+    assert replay.get_many(["k"]) == {}
+    replay.put("k", answer("x"))
+    assert replay.get("k") is None and replay.count() == 0
+    if backend.kind == "sqlite":
+        assert not Path(backend.where).exists()
+    else:
+        assert backend.server is not None
+        dbname = backend.where.rsplit("/", 1)[1]
+        assert backend.server.execute(dbname, "SELECT to_regclass('reliable_meta')") == [(None,)]
+    backend.open().put("k", answer("recorded"))
+    assert backend.open("none").get("k") == answer("recorded")
+
+
+class NeverCalled:
+    """A model that must not be called: the replay comes from the store."""
+
+    identity = "never-called"
+    max_concurrency = None
+
+    async def acomplete(self, messages: Any, params: SamplingParams) -> ModelResponse:
+        raise AssertionError("a replay called the model")
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_a_replay_reads_one_query_per_batch_not_one_per_cell(backend: Backend) -> None:
+    requests = [Request.of([("user", f"question {i}")], SamplingParams()) for i in range(1200)]
+    writer = backend.open()
+    runner = Runner(NeverCalled(), writer)
+    for request in requests:
+        writer.put(runner.key(request), answer(f"answer {request.messages[0][1]}"))
+    replay = backend.open("none")
+    results = Runner(NeverCalled(), replay).run(requests)
+    assert all(r.status == "ok" and r.cached for r in results)
+    assert [r.response.text for r in results if r.response] == [
+        f"answer question {i}" for i in range(1200)]
+    assert replay.read_queries == math.ceil(1200 / replay.read_batch)
+
+
+def test_answers_the_database_refuses_are_kept_retried_and_reported_once(
+    backend: Backend,
+) -> None:
+    store = backend.open()
+    store.put("before", answer("stored"))
+    backend.break_writes(store)
+    try:
+        for i in range(3):
+            store.put(f"k{i}", answer(f"paid {i}"))
+        assert store.unstored == 3
+        assert store.get_many(["k0", "k2"]) == {"k0": answer("paid 0"), "k2": answer("paid 2")}
+        message = store.take_store_failure()
+        assert message is not None and "kept in memory" in message and "retried" in message
+        assert store.location in message
+        assert store.take_store_failure() is None  # once
+    finally:
+        backend.heal(store)
+    # written once the database takes them again (a pool may need a moment to reconnect)
+    assert eventually(lambda: store.flush() == 0, 15)
+    assert backend.open().get_many(["before", "k0", "k1", "k2"]) == {
+        "before": answer("stored"), **{f"k{i}": answer(f"paid {i}") for i in range(3)}}
+
+
+def test_answers_still_unwritten_get_last_tries_at_close(backend: Backend) -> None:
+    store = backend.open()
+    backend.break_writes(store)
+    try:
+        store.put("k", answer("paid"))
+        assert store.unstored == 1
+    finally:
+        backend.heal(store)
+    store.close()
+    assert backend.open().get("k") == answer("paid")
+
+
+# -- the budget ledger ------------------------------------------------------------------------------
+RESERVER = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    kind, where = sys.argv[1], sys.argv[2]
+    if kind == "sqlite":
+        from pytest_reliable.store import LocalStore
+        store = LocalStore(Path(where))
+    else:
+        from pytest_reliable.store.postgres import PostgresStore
+        store = PostgresStore(where)
+    ledger = store.ledger("run-1")
+    print(sum(ledger.reserve(30, None) for _ in range(20)), flush=True)
+    store.close()
+""")
+
+
+def test_one_budget_per_run_id_whatever_the_number_of_processes(backend: Backend) -> None:
+    backend.open().close()  # created once, as a run's start-up does
+    children = [subprocess.Popen([sys.executable, "-c", RESERVER, backend.kind, backend.where],
+                                 stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    granted = [int(child.communicate(timeout=120)[0]) for child in children]
+    assert sum(granted) == 30
+    store = backend.open()
+    assert store.ledger("run-1").totals() == (30, 0, 50)
+    other = store.ledger("run-2")
+    assert other.reserve(30, None) and other.totals() == (1, 0, 0)
+    other.add_tokens(50)
+    assert not store.ledger("run-2").reserve(None, 50)  # the token limit is shared too
+
+
+# -- n* entries -------------------------------------------------------------------------------------
+def test_nstar_entries_round_trip_per_key(backend: Backend) -> None:
+    store = backend.open()
+    assert store.nstar.get(KEY) is None
+    assert store.nstar.put(KEY, ENTRY)
+    again = backend.open()
+    assert again.nstar.get(KEY) == ENTRY
+    assert again.nstar.get(NStarKey(**{**KEY.__dict__, "seed": 1})) is None
+
+
+def test_a_pilot_runs_once_while_another_holder_waits(backend: Backend) -> None:
+    first, second = backend.open(), backend.open()
+    started = threading.Event()
+    found: list[NStarEntry | None] = []
+
+    def pilot() -> None:
+        with first.nstar.pilot(KEY) as stored:
+            assert stored is None
+            started.set()
+            time.sleep(0.5)
+            first.nstar.put(KEY, ENTRY)
+
+    thread = threading.Thread(target=pilot)
+    thread.start()
+    started.wait(10)
+    began = time.monotonic()
+    with second.nstar.pilot(KEY) as stored:
+        found.append(stored)
+    thread.join(10)
+    assert found == [ENTRY]  # the waiter got the holder's entry: no second pilot
+    assert time.monotonic() - began > 0.2
+
+
+# -- claims -----------------------------------------------------------------------------------------
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    kind, where = sys.argv[1], sys.argv[2]
+    if kind == "sqlite":
+        from pytest_reliable.store import LocalStore
+        store = LocalStore(Path(where))
+    else:
+        from pytest_reliable.store.postgres import PostgresStore
+        store = PostgresStore(where)
+    assert store.claim("key").held
+    print("held", flush=True)
+    time.sleep(120)
+""")
+
+
+def eventually(check: Callable[[], bool], seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def test_a_claim_excludes_every_other_holder_and_dies_with_its_process(backend: Backend) -> None:
+    store = backend.open()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, backend.kind, backend.where],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert store.claim("key") == store.claim("key") and not store.claim("key").held
+        assert store.claim("other").held
+        store.release("other")
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(10)
+    # the holder died without a word: its claim died with it
+    assert eventually(lambda: store.claim("key").held)
+    store.release("key")
+
+
+def test_a_claim_gives_the_answer_stored_meanwhile(backend: Backend) -> None:
+    first, second = backend.open(), backend.open()
+    assert first.claim("key").held
+    assert not second.claim("key").held  # another handle in this process waits as a host does
+    first.put("key", answer("paid once"))
+    first.release("key")
+    claim = second.claim("key")
+    assert not claim.held and claim.answer == answer("paid once")
+    assert second.claim("key").answer == answer("paid once")  # and nothing stays held
+
+
+# -- schema -----------------------------------------------------------------------------------------
+def test_a_store_written_by_a_newer_plugin_is_refused(backend: Backend) -> None:
+    backend.open().close()
+    if backend.kind == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(backend.where) as db:
+            db.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+        db.close()
+    else:
+        assert backend.server is not None
+        backend.server.execute(backend.where.rsplit("/", 1)[1],
+                               "UPDATE reliable_meta SET value='99' WHERE key='schema_version'")
+    for mode in ("new", "none"):
+        with pytest.raises(StoreUsageError, match="newer pytest-reliable") as info:
+            backend.open(mode)
+        assert "upgrade pytest-reliable" in str(info.value)
+
+
+# -- naming the run and the store -----------------------------------------------------------------
+def test_the_run_id_comes_from_the_ci_else_one_per_session() -> None:
+    from pytest_reliable.store import default_run_id
+
+    assert default_run_id({"GITHUB_RUN_ID": "123", "GITHUB_RUN_ATTEMPT": "2"}) == "github-123-2"
+    assert default_run_id({"GITHUB_RUN_ID": "123"}) == "github-123-1"
+    assert default_run_id({"CI_PIPELINE_ID": "9"}) == "gitlab-9"
+    assert default_run_id({"BUILDKITE_BUILD_ID": "b-1"}) == "buildkite-b-1"
+    assert default_run_id({"CIRCLE_WORKFLOW_ID": "w"}) == "circleci-w"
+    assert default_run_id({}) != default_run_id({})  # a fresh id per session
+
+
+def test_a_store_url_is_postgresql_and_its_secrets_never_print() -> None:
+    from pytest_reliable.redact import redact, register_environment_secrets
+    from pytest_reliable.store import parse_store_url
+
+    url = "postgresql://gate:url-pass-31337@db.example.com:5432/reliable"
+    assert parse_store_url(f" {url} ") == url
+    assert "url-pass-31337" not in redact(f"error at {url} (user gate)")
+    with pytest.raises(ValueError, match="postgresql://HOST:PORT/DATABASE") as info:
+        parse_store_url("mysql://gate:other-pass-42@db/reliable")
+    assert "other-pass-42" not in str(info.value)
+    os.environ["PGPASSWORD_FOR_TEST"] = "env-pass-271828"
+    try:
+        register_environment_secrets("PGPASSWORD_FOR_TEST")
+        assert redact("echo env-pass-271828") == "echo ***"
+    finally:
+        del os.environ["PGPASSWORD_FOR_TEST"]
+    assert redact("host=h port=5 password=kw-pass user=u") == "host=h port=5 password=*** user=u"
+    assert redact("PGPASSWORD=shell-pass psql") == "PGPASSWORD=*** psql"
