@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reliable.models.base import ModelResponse, ModelSetupError, SamplingParams
+from pytest_reliable.models.base import (
+    ModelCallError,
+    ModelResponse,
+    ModelSetupError,
+    SamplingParams,
+)
 from pytest_reliable.models.callables import (
     as_async_model,
     callable_identity,
@@ -139,8 +144,11 @@ def test_sync_callables_run_concurrently_in_threads() -> None:
 
 
 def test_bad_return_and_bad_object() -> None:
-    with pytest.raises(TypeError, match="expected str or ModelResponse"):
+    # A failed call naming the model and the value (not retried), not a TypeError from inside.
+    with pytest.raises(ModelCallError, match=r"model '.*<lambda>@\w+' returned 3: expected str "
+                                             "or ModelResponse") as failed:
         call(as_async_model(lambda p: 3))
+    assert not failed.value.retryable
     with pytest.raises(ModelSetupError, match="expected a callable"):
         as_async_model(42)
 
