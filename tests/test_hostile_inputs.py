@@ -699,3 +699,57 @@ def test_a_model_ignoring_its_cancellation_is_abandoned_counted_and_reported(
     assert "not started: 8 calls of model 'cancelling' given up at the timeout" in text, text
     assert_no_leak(text)
     assert took < 30 + 0.5 + CANCEL_GRACE_S, took  # one wave of timeout + grace, not a hang
+
+
+# -- item 19: a dead server: refused at the first call, never tried again -------------------------
+TEN_ITEMS = [{"question": f"Question {i}?", "choices": ["yes", "no"], "answer": 0}
+             for i in range(10)]
+TWO_GATES = '''
+import pytest
+from pytest_reliable import Dataset, MultipleChoice
+
+DATA = Dataset.from_records({dataset!r})
+
+@pytest.mark.reliable(space="wrappers", n=2, mode="fixed")
+def test_one(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+
+@pytest.mark.reliable(space="wrappers", n=2, mode="fixed", temperature=0.7)
+def test_two(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+'''
+
+
+def _closed_port() -> int:
+    """A port of 127.0.0.1 where nobody listens (it was free a moment ago)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_refused_connection_fails_every_test_at_once_naming_the_url(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_dead=TWO_GATES.replace("{dataset!r}", repr(TEN_ITEMS)))
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    started = time.monotonic()
+    # One call at a time and a budget of one attempt: any attempt sent after the first refusal
+    # (a retry, another call, the second test) would be refused by the budget, and say so.
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-p", "no:cacheprovider", "--reliable-model=m",
+        f"--reliable-base-url={url}", "--reliable-concurrency=1", "--reliable-budget=1calls",
+        "--reliable-report=report.json", timeout=120)
+    took = time.monotonic() - started
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, text
+    result.assert_outcomes(failed=2)
+    refused = f"connection refused at {url}: no server is listening there"
+    assert text.count(f"not evaluated: error: {refused}") == 2, text
+    assert "budget" not in text and "gave up after" not in text, text
+    assert_no_leak(text)
+    entries = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert [entry["verdict"] for entry in entries] == ["error", "error"]
+    assert took < 30, took  # was 275 s for one 10-item gate (6 attempts per call, backoff)

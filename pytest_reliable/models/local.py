@@ -32,6 +32,7 @@ from pytest_reliable.models.base import (
     ModelResponse,
     ModelSetupError,
     SamplingParams,
+    model_unavailable,
     to_daemon_thread,
 )
 
@@ -265,7 +266,9 @@ class LocalModelServer:
                 self.start()
             # llama.cpp honours a per-request seed: a fresh run draws the same samples.
             m = OpenAICompatibleModel(
-                LOCAL_MODEL_NAME, self.base_url, api_key="sk-local-no-key", send_seed=True
+                LOCAL_MODEL_NAME, self.base_url, api_key="sk-local-no-key", send_seed=True,
+                refused_fix="the embedded model's server has stopped: was it killed, or out of "
+                            "memory?",
             )
             m.identity = self.identity
             m.max_concurrency = DEFAULT_LOCAL_CONCURRENCY
@@ -314,6 +317,11 @@ class _LazyLocalModel:
         self._server = server
         self._lock = threading.Lock()
         self.identity = server.identity
+
+    @property
+    def unavailable(self) -> str | None:
+        """The server's model's, once started (its server refused a connection: it died)."""
+        return model_unavailable(self._server._model)
 
     def _started(self) -> AsyncModel:
         with self._lock:
