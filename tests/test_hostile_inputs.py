@@ -701,6 +701,65 @@ def test_a_model_ignoring_its_cancellation_is_abandoned_counted_and_reported(
     assert took < 30 + 0.5 + CANCEL_GRACE_S, took  # one wave of timeout + grace, not a hang
 
 
+# -- item 18: a forked child must not keep the embedded server alive ------------------------------
+FORKING_TEST = r'''
+import multiprocessing, os, pathlib, time
+
+from pytest_reliable import Classification, Dataset
+
+DATA = Dataset.from_records([{"text": "A fine film.", "label": "positive"}])
+
+
+def test_forks_a_child_then_hangs(reliable):
+    reliable.evaluate(DATA, Classification(labels=["positive", "negative"]), n=1)
+    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(120,))
+    child.start()
+    pathlib.Path("CHILD").write_text(str(child.pid))
+    time.sleep(120)
+'''
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the server through /proc")
+def test_a_forked_child_does_not_keep_the_embedded_server_alive(
+    pytester: pytest.Pytester,
+) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip('llama_cpp is not importable: pip install "pytest-reliable[local]"')
+    from tests.test_local_model import _alive, _servers_of
+
+    pytester.makepyfile(test_fork=FORKING_TEST)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", "--reliable-no-cache", "-q"],
+        cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child_file = pytester.path / "CHILD"
+    servers: list[int] = []
+    try:
+        deadline = time.monotonic() + 180
+        while not child_file.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert child_file.exists(), "the test never forked its child"
+        servers = _servers_of(proc.pid)
+        assert servers, "the embedded server is not running"
+        proc.kill()  # SIGKILL: no cleanup in pytest; only the watchdog's pipe can end the server
+        proc.wait(30)
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in servers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(pid) for pid in servers), "a forked child kept the server alive"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if child_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(child_file.read_text()), signal.SIGKILL)
+        for pid in servers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 # -- item 19: a dead server: refused at the first call, never tried again -------------------------
 TEN_ITEMS = [{"question": f"Question {i}?", "choices": ["yes", "no"], "answer": 0}
              for i in range(10)]
