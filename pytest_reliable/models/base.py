@@ -202,6 +202,12 @@ must not grow without bound (36 spinning threads kept a run alive long after its
 issue 20, item 11)."""
 
 
+STOP_WAIT_S = 1.0
+"""How long a sync call given up on may take to end after it was told to stop: a thread
+running Python code ends within a few switch intervals (36 spinning threads: 0.65 s on 2 busy
+cores); one still running then cannot be stopped (blocked in C code) and counts."""
+
+
 class CallAbandoned(BaseException):
     """Raised inside a sync model call's thread when its caller gave up on it (the timeout,
     Ctrl-C): the call ends at its next Python instruction instead of spinning on. A
@@ -260,14 +266,17 @@ class _CallThread:
         self.running = True
         self.abandoned = False
 
-    def abandon(self) -> None:
+    def abandon(self) -> bool:
+        """Give up on the call: stop it (if it still runs), count it until it ends. True when
+        it was still running."""
         with self.lock:
             if not self.running or self.abandoned or self.model is None:
-                return
+                return False
             self.abandoned = True
             abandoned_calls.add(self.model, self)
             if self.ident is not None and _set_async_exc is not None:
                 _set_async_exc(self.ident, id(CallAbandoned))
+            return True
 
     def ended(self) -> None:
         """In the call's own thread, once its function returned or raised."""
@@ -285,15 +294,18 @@ async def to_daemon_thread(fn: Callable[..., T], *args: Any, model: str | None =
     Unlike `asyncio.to_thread`, a call that never returns does not hold the event loop's
     executor, a timeout abandons the thread, and the process can still exit. ``model`` (a model
     call, by the model's identity): when the awaiting task is cancelled, the thread gets
-    `CallAbandoned` at its next Python instruction, and counts in `abandoned_calls` until it
-    ends.
+    `CallAbandoned` at its next Python instruction, the task waits up to `STOP_WAIT_S` for it
+    to end, and a thread still running then counts in `abandoned_calls` until it ends.
     """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
+    finished: asyncio.Future[None] = loop.create_future()
     context = contextvars.copy_context()
     call = _CallThread(model)
 
     def settle(value: Any, error: BaseException | None) -> None:
+        if not finished.done():
+            finished.set_result(None)
         if future.done():  # cancelled: the caller timed out and moved on
             return
         if error is not None:
@@ -302,12 +314,12 @@ async def to_daemon_thread(fn: Callable[..., T], *args: Any, model: str | None =
             future.set_result(value)
 
     def work() -> None:
+        value: Any = None
+        error: BaseException | None = None
         with call.lock:
             call.ident = threading.get_ident()
             given_up = call.abandoned  # before the thread even started
-        try:  # a CallAbandoned may arrive anywhere until `ended` drops it
-            value: Any = None
-            error: BaseException | None = None
+        try:  # from here a CallAbandoned may arrive anywhere until `ended` drops it
             try:
                 if given_up:
                     raise CallAbandoned
@@ -315,16 +327,18 @@ async def to_daemon_thread(fn: Callable[..., T], *args: Any, model: str | None =
             except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
                 error = exc
             call.ended()
-            try:
-                loop.call_soon_threadsafe(settle, value, error)
-            except RuntimeError:  # the loop is closed: nobody waits for this answer any more
-                pass
-        except CallAbandoned:
+        except CallAbandoned as late:  # after the call returned, before `ended` dropped it
+            error = late
             call.ended()
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the loop is closed: nobody waits for this answer any more
+            pass
 
     threading.Thread(target=work, name="pytest-reliable-call", daemon=True).start()
     try:
         return await future
     except asyncio.CancelledError:
-        call.abandon()
+        if call.abandon():  # stopped at its next Python instruction, unless it is in C code
+            await asyncio.wait({finished}, timeout=STOP_WAIT_S)
         raise
