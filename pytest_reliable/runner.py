@@ -7,6 +7,13 @@ Every call of a pytest run goes through one event loop: a long-lived loop in a d
 (`call_loop`), or the test's own loop inside `use_loop` (what an async test's ``aevaluate`` does).
 Retries (with jittered exponential backoff, honouring a server's Retry-After) come from tenacity;
 the adapters classify their failures (`ModelCallError`), the runner knows no transport.
+
+No model can hang or crash the run: each attempt's call runs as a task of its own, cancelled at
+the timeout and abandoned (counted, reported) if it ignores that for `CANCEL_GRACE_S`; a model's
+``SystemExit`` or own ``CancelledError`` is an errored call naming it, its ``KeyboardInterrupt``
+is the user's Ctrl-C (`CallInterrupted`); what it returns is checked before it is stored; and a
+model whose server refused a connection, or with too many abandoned calls still running, gets
+no further call (`Runner._check_model_available`).
 """
 
 from __future__ import annotations
