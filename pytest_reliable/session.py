@@ -12,7 +12,6 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pytest_reliable.baseline import (
@@ -36,10 +35,10 @@ from pytest_reliable.evaluation import (
     greedy_cells,
     run_cells,
 )
-from pytest_reliable.gate import DEFAULT_POLICY, MAX_REGRESSION, reliable_thresholds
+from pytest_reliable.gate import MAX_REGRESSION, reliable_thresholds
 from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
 from pytest_reliable.models.base import AsyncModel
-from pytest_reliable.nstar import DEFAULT_METHOD, DEFAULT_N_MAX, NStarOutcome, run_auto
+from pytest_reliable.nstar import NStarOutcome, run_auto
 from pytest_reliable.nstar_store import NStarKey, NStarStore
 from pytest_reliable.report.model import ChecklistReport, ReliableReport
 from pytest_reliable.runner import (
@@ -49,6 +48,7 @@ from pytest_reliable.runner import (
     run_on_call_loop,
 )
 from pytest_reliable.sampling import derive_seed
+from pytest_reliable.settings import Settings
 from pytest_reliable.space import Space
 from pytest_reliable.stopping import run_until_settled
 from pytest_reliable.summary import RangeSummary, check_scores, summarize
@@ -59,47 +59,6 @@ log = logging.getLogger("pytest_reliable.session")
 DEFAULT_N = 10
 REMOTE_CONCURRENCY = 8
 LOCAL_MODEL = "local"
-
-
-@dataclass
-class Settings:
-    """Run-wide settings (command line, environment, ini), already validated."""
-
-    rootdir: Path
-    n: int | str | None = None
-    """An int, "auto", or None (the marker's n, else 10)."""
-    pilot_n: int = 100
-    reference_model: str | None = None
-    seed: int = 0
-    model: str | None = None
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    concurrency: int | None = None
-    timeout: float = 60.0
-    max_retries: int = 5
-    budget_calls: int | None = None
-    budget_tokens: int | None = None
-    cache_path: Path | None = None
-    no_cache: bool = False
-    record: str = "new"
-    store_dir: Path | None = None
-    run_id: str = "local"
-    """Names this run in the shared budget ledger: the controller's id under pytest-xdist."""
-    decide: str = DEFAULT_POLICY
-    """The project's default policy for thresholds (a marker's ``decide=`` wins)."""
-    n_method: str = DEFAULT_METHOD
-    n_max: int = DEFAULT_N_MAX
-    stop_early: bool = False
-    baseline_model: str | None = None
-    baseline_base_url: str | None = None
-    """Default: ``base_url`` (the same server, another model)."""
-    baseline_report: Path | None = None
-
-    def __post_init__(self) -> None:
-        if self.cache_path is None:
-            self.cache_path = self.rootdir / ".reliable" / "cache.sqlite"
-        if self.store_dir is None:
-            self.store_dir = self.rootdir / ".reliable" / "n_star"
 
 
 ProgressCallback = Callable[[str, ProgressEvent], None]
