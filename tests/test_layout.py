@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import pytest_reliable
-from pytest_reliable import settings
 
 PACKAGE = Path(pytest_reliable.__file__).resolve().parent
 PYTEST_LAYER = ("plugin", "_plugin", "fixtures", "testing")
@@ -91,24 +90,3 @@ def test_only_the_plugin_layer_imports_pytest_at_module_level() -> None:
             if not any(part.startswith(PYTEST_LAYER) for part in relative):
                 offenders.append(name)
     assert offenders == []
-
-
-def test_settings_defaults_agree_with_their_owners() -> None:
-    # settings.py repeats them as literals: gate.py and nstar.py import numpy, settings.py loads
-    # with the plugin on every pytest run.
-    from pytest_reliable import gate, nstar
-
-    assert settings.DEFAULT_POLICY == gate.DEFAULT_POLICY
-    assert settings.DEFAULT_N_METHOD == nstar.DEFAULT_METHOD
-    assert settings.DEFAULT_N_MAX == nstar.DEFAULT_N_MAX
-
-
-def test_settings_are_frozen_and_fill_in_their_rootdir_defaults(tmp_path: Path) -> None:
-    import dataclasses
-
-    values = settings.Settings(rootdir=tmp_path)
-    assert values.cache_path == tmp_path / ".reliable" / "cache.sqlite"
-    assert values.config_file == tmp_path / "reliable.yaml"
-    assert values.lock_path == tmp_path / "reliable.lock"
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        values.seed = 1  # type: ignore[misc]
