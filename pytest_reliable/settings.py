@@ -6,7 +6,7 @@ benchmarks build one directly: ``Settings(rootdir=Path("."), no_cache=True)``.
 
 This module is imported on every pytest run where the plugin is installed, so it imports nothing
 heavy: the defaults below that another module owns are repeated as literals (gate.py and nstar.py
-import numpy), and tests/test_layout.py checks that they agree.
+import numpy), and tests/test_settings.py checks that they agree.
 """
 
 from __future__ import annotations
