@@ -406,6 +406,8 @@ def test_the_budget_counts_every_attempt_sent_also_those_abandoned_at_the_timeou
 # A model that exits, interrupts, spins, returns nonsense, cancels itself or is not there: each
 # run ends promptly with a verdict naming the model (or stops as on Ctrl-C), keeps every answer
 # that came back, and leaves no process behind.
+# The runs that wait out timeouts and grace periods in a subprocess (over 5 s each) are marked
+# slow: the fast loop (-m "not slow") keeps items 3, 12 and 15's errored calls; CI runs them all.
 MANY_CALLS = '''
 import pytest
 from pytest_reliable import Dataset, MultipleChoice
@@ -528,6 +530,7 @@ atexit.register(_count_call_threads)
 '''
 
 
+@pytest.mark.slow
 def test_a_model_spinning_past_the_timeout_is_stopped_and_the_run_ends(
     pytester: pytest.Pytester,
 ) -> None:
@@ -550,6 +553,7 @@ def test_a_model_spinning_past_the_timeout_is_stopped_and_the_run_ends(
     assert took < 60, took
 
 
+@pytest.mark.slow
 def test_calls_that_cannot_be_stopped_are_capped_with_a_clear_message(
     pytester: pytest.Pytester,
 ) -> None:
@@ -672,6 +676,7 @@ def test_a_model_raising_cancelled_error_is_an_errored_call_naming_it(
     assert_no_leak(text)
 
 
+@pytest.mark.slow
 def test_a_model_ignoring_its_cancellation_is_abandoned_counted_and_reported(
     pytester: pytest.Pytester,
 ) -> None:
@@ -720,6 +725,7 @@ def test_forks_a_child_then_hangs(reliable):
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the server through /proc")
 def test_a_forked_child_does_not_keep_the_embedded_server_alive(
     pytester: pytest.Pytester,
@@ -788,6 +794,7 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_a_refused_connection_fails_every_test_at_once_naming_the_url(
     pytester: pytest.Pytester,
 ) -> None:
