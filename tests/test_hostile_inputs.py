@@ -408,6 +408,8 @@ def test_the_budget_counts_every_attempt_sent_also_those_abandoned_at_the_timeou
 # that came back, and leaves no process behind.
 # The runs that wait out timeouts and grace periods in a subprocess (over 5 s each) are marked
 # slow: the fast loop (-m "not slow") keeps items 3, 12 and 15's errored calls; CI runs them all.
+# A hang (each of these cases hung the run before) is caught by the subprocess's timeout, not by
+# a wall-clock bound that would only measure the machine's load.
 MANY_CALLS = '''
 import pytest
 from pytest_reliable import Dataset, MultipleChoice
@@ -478,10 +480,8 @@ def test_a_model_raising_system_exit_is_an_errored_call_naming_it(
     pytester: pytest.Pytester,
 ) -> None:
     _misbehaving_project(pytester, "raise SystemExit(3)")
-    started = time.monotonic()
     result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider",
                                            "--reliable-report=report.json", timeout=120)
-    assert time.monotonic() - started < 60, "a SystemExit in a model must not hang the run"
     text = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, text
     result.assert_outcomes(failed=1)
@@ -497,11 +497,9 @@ def test_a_model_raising_keyboard_interrupt_stops_the_run_as_ctrl_c_does(
     pytester: pytest.Pytester,
 ) -> None:
     _misbehaving_project(pytester, "raise KeyboardInterrupt")
-    started = time.monotonic()
     # One call at a time: every answer before the interrupt has come back (none is in flight).
     result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider",
                                            "--reliable-concurrency=1", timeout=120)
-    assert time.monotonic() - started < 60, "a KeyboardInterrupt in a model must not hang the run"
     text = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.INTERRUPTED, text
     # pytest's own Ctrl-C report, pointing at the model's line, not at the plugin
@@ -539,18 +537,15 @@ def test_a_model_spinning_past_the_timeout_is_stopped_and_the_run_ends(
                          conftest=MISBEHAVING_CALLABLE.replace(
                              "    if n == {bad_call}:", "    if n != {bad_call}:")
                          + THREADS_AT_EXIT)
-    started = time.monotonic()
     result = pytester.runpytest_subprocess(
         "-p", "no:randomly", "-p", "no:cacheprovider", "--reliable-timeout=0.3",
         "--reliable-max-retries=0", "--reliable-concurrency=4", timeout=120)
-    took = time.monotonic() - started
     text = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, text
     assert "not evaluated: error: timed out" in text, text
     assert_no_leak(text)
     # Before the fix the spinning threads outlived the summary (36 of them: over 90 s).
     assert (pytester.path / "THREADS_AT_EXIT").read_text() == "0"
-    assert took < 60, took
 
 
 @pytest.mark.slow
@@ -567,11 +562,9 @@ def test_calls_that_cannot_be_stopped_are_capped_with_a_clear_message(
         "        pathlib.Path('STARTED').write_text(str(len(STARTED)))")
     blocked = blocked.replace("CALLS = itertools.count(1)", "CALLS = itertools.count(1)\nSTARTED = []")
     _misbehaving_project(pytester, "threading.Event().wait()", bad_call=0, conftest=blocked)
-    started = time.monotonic()
     result = pytester.runpytest_subprocess(
         "-p", "no:randomly", "-p", "no:cacheprovider", "--reliable-timeout=0.3",
         "--reliable-max-retries=0", "--reliable-concurrency=4", timeout=120)
-    took = time.monotonic() - started
     text = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, text
     assert (f"calls of model 'misbehaving' given up at the timeout (0.3 s) are still running in "
@@ -581,7 +574,6 @@ def test_calls_that_cannot_be_stopped_are_capped_with_a_clear_message(
     # 15 calls were planned; new ones stopped once the cap was reached (4 more at most in flight)
     calls_started = int((pytester.path / "STARTED").read_text())
     assert ABANDONED_CALLS_MAX <= calls_started < ABANDONED_CALLS_MAX + 4, calls_started
-    assert took < 60, took  # the blocked daemon threads do not keep the process alive
 
 
 # -- item 12: a model object returning ModelResponse(text=None) ----------------------------------
@@ -688,22 +680,20 @@ def test_a_model_ignoring_its_cancellation_is_abandoned_counted_and_reported(
     pytester.makeconftest(CANCELLING_MODEL.replace("{misbehave}", swallow))
     pytester.makefile(".yaml", reliable=RELIABLE_YAML)
     pytester.makepyfile(test_hostile=MANY_CALLS.replace("{dataset!r}", repr(DATASET)))
-    started = time.monotonic()
     result = pytester.runpytest_subprocess(
         "-p", "no:randomly", "-p", "no:cacheprovider", "-W", "always", "--reliable-timeout=0.5",
         "--reliable-max-retries=0", f"--reliable-concurrency={ABANDONED_CALLS_MAX}", timeout=120)
-    took = time.monotonic() - started
     text = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, text
     result.assert_outcomes(failed=1)
-    assert "the call ignored its cancellation: abandoned after" in text, text
+    assert (f"the call ignored its cancellation: abandoned after {CANCEL_GRACE_S:g} s more"
+            in text), text
     # counted and reported once, at the test
     assert (f"{ABANDONED_CALLS_MAX} calls of model 'cancelling' ignored their cancellation at "
             "the timeout (0.5 s)") in text, text
     # the cap reached, the remaining calls are not started (instead of hanging one by one)
     assert "not started: 8 calls of model 'cancelling' given up at the timeout" in text, text
     assert_no_leak(text)
-    assert took < 30 + 0.5 + CANCEL_GRACE_S, took  # one wave of timeout + grace, not a hang
 
 
 # -- item 18: a forked child must not keep the embedded server alive ------------------------------
@@ -801,14 +791,12 @@ def test_a_refused_connection_fails_every_test_at_once_naming_the_url(
     pytester.makefile(".yaml", reliable=RELIABLE_YAML)
     pytester.makepyfile(test_dead=TWO_GATES.replace("{dataset!r}", repr(TEN_ITEMS)))
     url = f"http://127.0.0.1:{_closed_port()}/v1"
-    started = time.monotonic()
     # One call at a time and a budget of one attempt: any attempt sent after the first refusal
     # (a retry, another call, the second test) would be refused by the budget, and say so.
     result = pytester.runpytest_subprocess(
         "-p", "no:randomly", "-p", "no:cacheprovider", "--reliable-model=m",
         f"--reliable-base-url={url}", "--reliable-concurrency=1", "--reliable-budget=1calls",
         "--reliable-report=report.json", timeout=120)
-    took = time.monotonic() - started
     text = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, text
     result.assert_outcomes(failed=2)
@@ -818,4 +806,3 @@ def test_a_refused_connection_fails_every_test_at_once_naming_the_url(
     assert_no_leak(text)
     entries = json.loads((pytester.path / "report.json").read_text())["tests"]
     assert [entry["verdict"] for entry in entries] == ["error", "error"]
-    assert took < 30, took  # was 275 s for one 10-item gate (6 attempts per call, backoff)
