@@ -640,7 +640,8 @@ class Runner:
             if _classify(exc)[0]:
                 why = f"{why} (gave up after {attempts} attempts)"
             log.debug("model call failed: %s", why)
-            return CallResult(None, False, "error", why, attempts, attempts - 1)
+            # attempts is 0 when the model could take no call at all (_check_model_available)
+            return CallResult(None, False, "error", why, attempts, max(0, attempts - 1))
         finally:
             request_seed.reset(seed_token)
         if self.cache is not None or (self.budget is not None and self.budget.ledger is not None):
