@@ -17,6 +17,7 @@ from pytest_reliable.gate import ThresholdCheck
 from pytest_reliable.report.entries import (
     CallsEntry,
     CanonicalEntry,
+    JudgeEntry,
     ChecklistEntry,
     RangeEntry,
     ReliableEntry,
@@ -35,7 +36,7 @@ RANGE_THRESHOLDS = ("min_worst", "max_spread", "min_median")
 STATISTICS = (
     "mean", "std", "canonical", "formats", "orders", "dimensions", "pass_at_1", "pass_at_k",
     "pass_hat_k", "n_star", "n_star_reliable", "achievable_eps", "n_star_curve",
-    "resampling_scores", "per_instance", "baseline",
+    "resampling_scores", "per_instance", "baseline", "judge",
 )
 """Entry fields that are nulled when the test's calls did not all complete (verdict error)."""
 
@@ -76,6 +77,8 @@ class ReliableReport:
     dataset_hash: str | None = None
     baseline: BaselineComparison | None = None
     """Candidate - baseline (SPEC section 9) when the test compares against a baseline."""
+    judge: JudgeEntry | None = None
+    """The judge's votes and noise (SPEC section 12) when a judge graded the answers."""
     fields: SummaryFields = field(init=False)
 
     def __post_init__(self) -> None:
@@ -248,6 +251,7 @@ class ReliableReport:
             "resampling_scores": [float(s) for s in self.matrix.resampling_scores()],
             "per_instance": per_instance(self.matrix),
             "baseline": None if self.baseline is None else self.baseline.as_dict(),
+            "judge": self.judge,
         }
         if verdict == "error":
             # Not every call completed: no statistics (a missing answer is not a wrong one).

@@ -36,6 +36,7 @@ from pytest_reliable.gate import (
     ThresholdCheck,
     reliable_thresholds,
 )
+from pytest_reliable.judge import NamedModel, judge_entry, judge_of
 from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
 from pytest_reliable.models.base import AsyncModel
 from pytest_reliable.nstar_store import NStarEntries, NStarKey, NStarStore
@@ -157,13 +158,17 @@ class ReliableSession:
             self._cache = None
 
     # -- models ----------------------------------------------------------------------------
-    def model_named(self, name: str | None, base_url: str | None = None) -> AsyncModel:
+    def model_named(self, name: str | None, base_url: str | None = None,
+                    api_key_env: str | None = None) -> AsyncModel:
         """``None``/"local" = the embedded model; any other name = the OpenAI-compatible adapter
-        (at ``base_url``, default ``--reliable-base-url``)."""
+        (at ``base_url``, default ``--reliable-base-url``; key from ``api_key_env``, default
+        ``--reliable-api-key-env``)."""
         url = base_url or self.settings.base_url
         key = name or LOCAL_MODEL
         if key != LOCAL_MODEL and url != self.settings.base_url:
             key = f"{key} at {url}"
+        if key != LOCAL_MODEL and api_key_env not in (None, self.settings.api_key_env):
+            key = f"{key} with ${api_key_env}"
         if key not in self._models:
             if key == LOCAL_MODEL:
                 from pytest_reliable.models.local import LocalModelServer
@@ -176,7 +181,7 @@ class ReliableSession:
                 from pytest_reliable.models.openai_compat import OpenAICompatibleModel
 
                 self._models[key] = OpenAICompatibleModel(
-                    name or LOCAL_MODEL, url, api_key_env=self.settings.api_key_env
+                    name or LOCAL_MODEL, url, api_key_env=api_key_env or self.settings.api_key_env
                 )
         return self._models[key]
 
@@ -187,6 +192,8 @@ class ReliableSession:
     def resolve_model(self, user_model: Any) -> AsyncModel:
         if user_model is None:
             return self.default_model()
+        if isinstance(user_model, NamedModel):  # openai_model(...), local_model()
+            return self.model_named(user_model.name, user_model.base_url, user_model.api_key_env)
         from pytest_reliable.models.callables import as_async_model
 
         return as_async_model(user_model)
@@ -241,8 +248,11 @@ class ReliableSession:
         report."""
         test = self.reliable_test(nodeid, data, task, spec, user_model)
         pairing = self.baseline_for(test, user_baseline)
+        judge_model = self.judge_model(task)
         evaluator = Evaluator(test.dataset, task, test.space, test.evaluation(), test.model,
-                              lambda on: self.runner(on, nodeid))
+                              lambda on: self.runner(on, nodeid),
+                              None if judge_model is None
+                              else lambda: self.runner(judge_model, nodeid))
         ran = self.strategy_for(test).run(evaluator)
         check_scores(ran.matrix, task, test.dataset)
         summary = summarize(
@@ -256,8 +266,28 @@ class ReliableSession:
             summary.formats,
         )
         thresholds = _gate(test, summary, comparison)
-        return _reliable_report(test, ran, summary, thresholds, comparison,
-                                evaluator.prompt_tokens())
+        report = _reliable_report(test, ran, summary, thresholds, comparison,
+                                  evaluator.prompt_tokens())
+        judge = judge_of(task)
+        if judge is not None and judge_model is not None:
+            calls = ran.matrix.judge_calls or Calls()
+            report.judge = judge_entry(judge, judge_model.identity, ran.matrix.cells,
+                                       calls.made, calls.cached)
+        return report
+
+    def judge_model(self, task: Task) -> AsyncModel | None:
+        """The model of the task's judge (its ``id`` as identity when given), checked; None
+        when the task grades without a judge."""
+        judge = judge_of(task)
+        if judge is None:
+            return None
+        judge.check()
+        model = self.resolve_model(judge.model)
+        if judge.id is not None:
+            from pytest_reliable.models.callables import as_async_model
+
+            model = as_async_model(model, id=judge.id)
+        return model
 
     def reliable_test(
         self, nodeid: str, data: Records, task: Task, spec: ReliableSpec, user_model: Any = None
@@ -266,6 +296,8 @@ class ReliableSession:
         model, seed and policy) before any call."""
         dataset = self.dataset(data)
         task.validate(dataset)
+        if (judge := judge_of(task)) is not None:
+            judge.check()
         return ReliableTest(
             nodeid=nodeid, spec=spec, dataset=dataset, task=task, space=self.space(spec.space),
             model=self.resolve_model(user_model), seed=derive_seed(self.settings.seed, nodeid),
@@ -364,12 +396,14 @@ class ReliableSession:
         task.validate(dataset)
         model = self.resolve_model(user_model)
         runner = self.runner(model, nodeid)
+        judge_model = self.judge_model(task)
+        judge_runner = None if judge_model is None else self.runner(judge_model, nodeid)
         space = self.space(spec.space) if spec.space is not None else Space.plain()
         calls = Calls()
 
         def predict(examples: Sequence[dict[str, Any]]) -> list[checklist.Prediction]:
             cells = greedy_cells(examples, task, space, spec.max_tokens)
-            graded, ran = run_cells(cells, examples, task, runner)
+            graded, ran = run_cells(cells, examples, task, runner, judge_runner)
             calls.add(ran)
             return [checklist.Prediction(c.prediction, c.parsed, c.text or "") for c in graded]
 

@@ -98,6 +98,32 @@ class CallsEntry(_CallsRequired, total=False):
     prompt_tokens_evaluated: int
 
 
+class JudgeCallsEntry(TypedDict):
+    """The judge's calls, counted apart from the model's."""
+
+    made: int
+    cached: int
+
+
+class JudgeEntry(TypedDict):
+    """A judge's votes and noise (SPEC section 12), over the cells it judged."""
+
+    id: str
+    votes: int
+    """Votes per cell."""
+    scale: str
+    rubric_hash: str
+    cells: int
+    """Judged cells (answers that came back, not empty)."""
+    unparsed_votes: int
+    agreement: float | None
+    """Share of judged cells whose votes all agree."""
+    judge_variance_share: float | None
+    """Share of the cells' score variance that lies between votes of one answer (null with one
+    vote or fewer than 2 cells)."""
+    calls: JudgeCallsEntry
+
+
 class WorstVariantEntry(TypedDict):
     """The worst group of the format range, with one rendered prompt and the model's answer."""
 
@@ -188,6 +214,8 @@ class ReliableEntry(TypedDict):
     resampling_scores: list[float] | None
     per_instance: list[InstanceEntry] | None
     baseline: dict[str, Any] | None
+    judge: JudgeEntry | None
+    """The judge's votes and noise when a `Judge` graded the answers (SPEC section 12)."""
 
 
 class FailureEntry(TypedDict):
