@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_reliable.data import Dataset
+    from pytest_reliable.judge import Judge
+    from pytest_reliable.models.named import local_model, openai_model
     from pytest_reliable.models.base import ModelResponse, SamplingParams
     from pytest_reliable.models.callables import chat_model, text_model
     from pytest_reliable._plugin_fixture import ReliableFixture
@@ -44,6 +46,9 @@ _LAZY: dict[str, str] = {
     "Grade": "pytest_reliable.tasks",
     "SamplingParams": "pytest_reliable.models.base",
     "ModelResponse": "pytest_reliable.models.base",
+    "Judge": "pytest_reliable.judge",
+    "openai_model": "pytest_reliable.models.named",
+    "local_model": "pytest_reliable.models.named",
 }
 
 __all__ = [
@@ -52,6 +57,7 @@ __all__ = [
     "Dataset",
     "Generation",
     "Grade",
+    "Judge",
     "ModelResponse",
     "MultipleChoice",
     "ReliableFixture",
@@ -64,7 +70,9 @@ __all__ = [
     "chat_model",
     "directional",
     "invariance",
+    "local_model",
     "mft",
+    "openai_model",
     "reliable",
     "text_model",
 ]

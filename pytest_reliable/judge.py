@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.models.base import SamplingParams
+from pytest_reliable.models.named import NamedModel
 
 if TYPE_CHECKING:
     from pytest_reliable.evaluation import CellResult
@@ -46,34 +47,6 @@ ONE_TO_FIVE = re.compile(r"(?<![\d.])([1-5])(?![\d.]*\d)(?:\s*/\s*5)?")
 class JudgeUsageError(ReliableConfigError):
     """A judge that cannot be used as written (bad votes, scale, temperature, rubric, model).
     The plugin turns it into a usage error: the run stops with exit code 4."""
-
-
-@dataclass(frozen=True)
-class NamedModel:
-    """A model the session builds and owns (started once, closed at the end of the run):
-    what `openai_model` and `local_model` return."""
-
-    name: str
-    """"local" for the embedded model, else the OpenAI-compatible model name."""
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-
-
-def openai_model(
-    name: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY"
-) -> NamedModel:
-    """The OpenAI-compatible adapter for ``name`` at ``base_url`` (default
-    ``--reliable-base-url``), with the API key from the variable ``api_key_env``: usable as a
-    judge's model, a ``reliable_model`` or a ``reliable_baseline``."""
-    if not isinstance(name, str) or not name or name == "local":
-        raise JudgeUsageError(f"openai_model({name!r}): give the model's name (for the embedded "
-                              "model use local_model())")
-    return NamedModel(name, base_url, api_key_env)
-
-
-def local_model() -> NamedModel:
-    """The embedded model (SmolLM2-135M-Instruct under llama.cpp), started once per process."""
-    return NamedModel("local")
 
 
 @dataclass(frozen=True)

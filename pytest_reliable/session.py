@@ -36,9 +36,10 @@ from pytest_reliable.gate import (
     ThresholdCheck,
     reliable_thresholds,
 )
-from pytest_reliable.judge import NamedModel, judge_entry, judge_of
+from pytest_reliable.judge import judge_entry, judge_of
 from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
 from pytest_reliable.models.base import AsyncModel
+from pytest_reliable.models.named import NamedModel
 from pytest_reliable.nstar_store import NStarEntries, NStarKey, NStarStore
 from pytest_reliable.results import ChecklistReport, ReliableReport
 from pytest_reliable.run_strategies import AutoN, FixedN, GateRun, RunStrategy, StopEarly

@@ -1,0 +1,160 @@
+"""The judge as a grader (SPEC section 12): votes as runner calls, parsing, the judge's noise."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_reliable import Dataset, Generation, Judge, chat_model, openai_model, text_model
+from pytest_reliable.judge import JudgeUsageError, judge_of
+from pytest_reliable.markerspec import ReliableSpec
+from pytest_reliable.models.base import Message
+from pytest_reliable.session import ReliableSession, Settings
+from pytest_reliable.testing import ScriptedServer
+
+DATA = Dataset.from_records(
+    [{"question": f"What is {i} plus {i}?", "reference": str(2 * i)} for i in range(6)]
+)
+
+
+def half_right(prompt: str) -> str:
+    """Right on even instances, a wrong number on odd ones."""
+    i = int(re.findall(r"What is (\d+) plus", prompt)[-1])
+    return str(2 * i) if i % 2 == 0 else str(2 * i + 1)
+
+
+def field(messages: list[Message] | str, name: str) -> str:
+    text = messages if isinstance(messages, str) else messages[-1]["content"]
+    found = re.search(rf"^{name}: (.*)$", text, re.M)
+    return found.group(1) if found else ""
+
+
+def exact_judge(messages: list[Message] | str, params: dict[str, Any]) -> str:
+    return "PASS" if field(messages, "Answer") == field(messages, "Reference answer") else "FAIL"
+
+
+def session(tmp_path: Path, **settings: Any) -> ReliableSession:
+    return ReliableSession(Settings(rootdir=tmp_path, **settings), {})
+
+
+@pytest.mark.parametrize(("scale", "reply", "vote"), [
+    ("pass/fail", "PASS", 1.0), ("pass/fail", "fail.", 0.0), ("pass/fail", "It passes.", 1.0),
+    ("pass/fail", "PASS or FAIL?", None), ("pass/fail", "I cannot say", None),
+    ("1-5", "4", 0.75), ("1-5", "Score: 1/5", 0.0), ("1-5", "5", 1.0), ("1-5", "3 or 4", None),
+    ("1-5", "7", None), ("1-5", "", None),
+])
+def test_a_reply_yields_one_vote_or_none(scale: str, reply: str, vote: float | None) -> None:
+    assert Judge(text_model(str), "r", scale=scale).parse(reply) == vote
+
+
+@pytest.mark.parametrize(("kwargs", "fragment"), [
+    ({"votes": 0}, "votes=0"), ({"votes": 2.5}, "votes=2.5"), ({"scale": "1-10"}, "scale='1-10'"),
+    ({"temperature": -1}, "temperature=-1"), ({"rubric": " "}, "rubric=' '"),
+    ({"model": 42}, "model=42"),
+])
+def test_a_bad_judge_is_a_usage_error_naming_the_argument(
+    tmp_path: Path, kwargs: dict[str, Any], fragment: str
+) -> None:
+    args: dict[str, Any] = {"model": text_model(str, id="j"), "rubric": "correct", **kwargs}
+    judge = Judge(args.pop("model"), args.pop("rubric"), **args)
+    s = session(tmp_path, no_cache=True)
+    try:
+        with pytest.raises(JudgeUsageError, match=re.escape(fragment)):
+            s.run_reliable("t::x", DATA, Generation(grader=judge), ReliableSpec(n=2),
+                           text_model(half_right, id="m"))
+    finally:
+        s.close()
+
+
+def test_votes_are_cached_calls_of_the_judge_keyed_by_rubric_and_answer(tmp_path: Path) -> None:
+    with ScriptedServer(exact_judge) as server:
+        def run(rubric: str) -> dict[str, Any]:
+            judge = Judge(openai_model("judge", base_url=server.base_url), rubric, votes=3)
+            s = session(tmp_path)
+            try:
+                report = s.run_reliable("t::x", DATA, Generation(grader=judge),
+                                        ReliableSpec(n=4), text_model(half_right, id="m"))
+            finally:
+                s.close()
+            return dict(report.entry("passed"))
+
+        first = run("The answer equals the reference.")
+        # 6 distinct answers (one per question, whatever the variant) x 3 votes, asked once.
+        assert server.completed == 18
+        assert first["judge"]["calls"] == {"made": 18, "cached": (4 + 1) * 6 * 3 - 18}
+        assert first["calls"]["made"] + first["calls"]["cached"] == (4 + 1) * 6  # judge apart
+        assert first["mean"] == pytest.approx(0.5) and first["canonical"]["score"] == 0.5
+        assert first["judge"]["agreement"] == 1.0 and first["judge"]["unparsed_votes"] == 0
+        assert first["judge"]["id"] == f"openai:judge@{server.base_url.split('//')[1].split(':')[0]}"
+
+        again = run("The answer equals the reference.")
+        assert server.completed == 18 and again["judge"]["calls"]["made"] == 0
+        assert again["mean"] == first["mean"]
+
+        run("The answer is the reference number.")  # a changed rubric is never served old grades
+        assert server.completed == 36
+
+
+def test_unparsed_votes_fail_and_are_counted(tmp_path: Path) -> None:
+    def unsure_on_odd(messages: list[Message] | str, params: dict[str, Any]) -> str:
+        return "hmm" if field(messages, "Answer") in {"3", "7", "11"} else "PASS"
+
+    with ScriptedServer(unsure_on_odd) as server:
+        judge = Judge(openai_model("judge", base_url=server.base_url), "correct", votes=2)
+        s = session(tmp_path, no_cache=True)
+        try:
+            report = s.run_reliable("t::x", DATA, Generation(grader=judge), ReliableSpec(n=3),
+                                    text_model(half_right, id="m"))
+        finally:
+            s.close()
+    entry = report.entry("passed")
+    assert report.mean == pytest.approx(0.5)
+    assert entry["judge"] is not None
+    assert entry["judge"]["unparsed_votes"] == (3 + 1) * 3 * 2  # odd instances' cells x votes
+    assert report.unparsed == 0  # the answers were parsed; the votes were not
+
+
+def test_a_noisy_judge_shows_its_noise_and_scores_stay_means_of_votes(tmp_path: Path) -> None:
+    flips = iter([0, 1, 1, 0, 1, 0, 1, 1, 0, 0, 1, 0] * 100)
+
+    def coin(messages: list[Message]) -> str:
+        return "PASS" if next(flips) else "FAIL"
+
+    judge = Judge(chat_model(coin, id="coin"), "correct", votes=4, scale="pass/fail")
+    s = session(tmp_path, no_cache=True)
+    try:
+        report = s.run_reliable("t::x", DATA, Generation(grader=judge), ReliableSpec(n=2),
+                                text_model(half_right, id="m"))
+    finally:
+        s.close()
+    assert judge_of(Generation(grader=judge)) is judge
+    entry = report.entry("passed")["judge"]
+    assert entry is not None
+    scores = {c.score for c in report.matrix.cells}
+    assert scores <= {0.0, 0.25, 0.5, 0.75, 1.0}
+    assert entry["agreement"] is not None and entry["agreement"] < 1.0
+    share = entry["judge_variance_share"]
+    assert share is not None and share > 0.5  # the answers do not matter to this judge
+    assert report.canonical["interval_method"].startswith("clustered")
+
+
+def test_a_one_to_five_judge_maps_grades_to_quarters(tmp_path: Path) -> None:
+    judge = Judge(chat_model(lambda messages: "Grade: 4", id="four"), "helpful", votes=1,
+                  scale="1-5")
+    s = session(tmp_path, no_cache=True)
+    try:
+        report = s.run_reliable("t::x", DATA, Generation(grader=judge), ReliableSpec(n=2),
+                                text_model(half_right, id="m"))
+    finally:
+        s.close()
+    assert report.mean == pytest.approx(0.75)
+    assert report.entry("passed")["judge"]["judge_variance_share"] is None  # one vote
+
+
+def test_a_judged_task_cannot_be_graded_one_answer_at_a_time() -> None:
+    task = Generation(grader=Judge(text_model(str, id="j"), "r"))
+    with pytest.raises(Exception, match="through the runner"):
+        task.grade("4", {"question": "2+2?", "reference": "4"})
