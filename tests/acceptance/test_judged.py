@@ -102,3 +102,16 @@ def test_a_bad_judge_stops_the_run_before_any_call(
         assert result.ret == pytest.ExitCode.USAGE_ERROR, text
         assert fragment in text and "Traceback" not in text
         assert server.requests == 0
+
+
+def test_the_plan_counts_judge_calls_apart(pytester: pytest.Pytester) -> None:
+    with ScriptedServer(judge_rule) as server:
+        write(pytester, server.base_url)
+        result = pytester.runpytest_subprocess("--reliable-plan", "-p", "no:randomly")
+        assert result.ret == 0
+        result.stdout.fnmatch_lines([
+            "*calls: 8 instances x (3 resamplings + k=1) = 32*",
+            "*judge calls: at most 32 answers x 3 votes = 96*",
+            "*judge calls: at most 96 more, counted apart*",
+        ])
+        assert server.requests == 0
