@@ -218,6 +218,15 @@ class ReliableReport:
             )
         if self.decide == "estimate" and self.thresholds:
             notes.append("decide='estimate': thresholds compare point estimates, no error control")
+        if self.judge is not None:
+            judge = self.judge
+            notes.append(
+                f"graded by judge {judge['id']}: {judge['votes']} votes per answer, agreement "
+                f"{_num(judge['agreement'])}, judge variance share "
+                f"{_num(judge['judge_variance_share'])}, {judge['unparsed_votes']} unparsed "
+                f"votes, judge calls {judge['calls']['made']} made / "
+                f"{judge['calls']['cached']} cached"
+            )
         return notes
 
     def entry(self, verdict: str) -> ReliableEntry:

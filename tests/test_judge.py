@@ -158,3 +158,20 @@ def test_a_judged_task_cannot_be_graded_one_answer_at_a_time() -> None:
     task = Generation(grader=Judge(text_model(str, id="j"), "r"))
     with pytest.raises(Exception, match="through the runner"):
         task.grade("4", {"question": "2+2?", "reference": "4"})
+
+
+def test_the_page_and_the_notes_show_the_judge_escaped(tmp_path: Path) -> None:
+    from pytest_reliable.report.html import entry_section
+
+    judge = Judge(chat_model(lambda messages: "PASS", id="<script>j</script>"), "correct")
+    s = session(tmp_path, no_cache=True)
+    try:
+        report = s.run_reliable("t::x", DATA, Generation(grader=judge), ReliableSpec(n=2),
+                                text_model(half_right, id="m"))
+    finally:
+        s.close()
+    entry = report.entry("passed")
+    page = entry_section(1, entry, "x", opened=True)
+    assert "<h3>Judge</h3>" in page and "&lt;script&gt;j" in page and "<script>j" not in page
+    assert any("graded by judge <script>j</script>: 3 votes per answer, agreement 1.000" in note
+               for note in entry["notes"])

@@ -564,9 +564,26 @@ def reliable_facts(entry: Mapping[str, Any]) -> str:
     ])
 
 
+def judge_section(entry: Mapping[str, Any]) -> str:
+    """The judge's votes and noise (SPEC section 12), when a judge graded the answers."""
+    judge = _mapping(entry.get("judge"))
+    if not judge:
+        return ""
+    calls = _mapping(judge.get("calls"))
+    return "<h3>Judge</h3>" + _facts([
+        ("judge", _word(judge.get("id"))),
+        ("votes per answer / scale", f"{_int(judge.get('votes'))} / {_word(judge.get('scale'))}"),
+        ("agreement (cells whose votes all agree)", _num(judge.get("agreement"))),
+        ("judge variance share", _num(judge.get("judge_variance_share"))),
+        ("unparsed votes", _int(judge.get("unparsed_votes"))),
+        ("judge calls made / cached", f"{_int(calls.get('made'))} / {_int(calls.get('cached'))}"),
+    ])
+
+
 def reliable_body(entry: Mapping[str, Any]) -> str:
     return "".join([
         reliable_facts(entry),
+        judge_section(entry),
         "<h3>Thresholds</h3>", thresholds_table(entry),
         distributions_section(entry),
         groups_section("Formats", entry.get("formats")),
