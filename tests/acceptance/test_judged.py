@@ -13,6 +13,8 @@ from pytest_reliable.models.base import Message
 from pytest_reliable.testing import ScriptedServer
 from tests.acceptance.helpers import by_test, run_json
 
+pytestmark = pytest.mark.slow  # pytest subprocesses
+
 CONFTEST = '''
 import re
 
