@@ -65,6 +65,8 @@ class ReliableSpec:
     max_std: float | None = None
     min_pass_at_k: float | None = None
     min_pass_hat_k: float | None = None
+    min_maj_at_k: float | None = None
+    """Majority vote of the canonical pass's k samples (SPEC section 12), ties wrong."""
     decide: Policy | None = None
     """One of POLICIES; None = the project default (``--reliable-decide``)."""
     group_by: Grouping | tuple[str, ...] | None = None
@@ -127,6 +129,7 @@ class ReliableArguments(TypedDict, total=False):
     max_std: float | None
     min_pass_at_k: float | None
     min_pass_hat_k: float | None
+    min_maj_at_k: float | None
     decide: Policy | None
     group_by: Grouping | list[str] | tuple[str, ...] | None
     """A named grouping, or a list of the space's dimension names (see GROUPABLE_DIMENSIONS)."""

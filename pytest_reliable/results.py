@@ -36,7 +36,7 @@ RANGE_THRESHOLDS = ("min_worst", "max_spread", "min_median")
 STATISTICS = (
     "mean", "std", "canonical", "formats", "orders", "dimensions", "pass_at_1", "pass_at_k",
     "pass_hat_k", "n_star", "n_star_reliable", "achievable_eps", "n_star_curve",
-    "resampling_scores", "per_instance", "baseline", "judge",
+    "resampling_scores", "per_instance", "baseline", "judge", "maj_at_k",
 )
 """Entry fields that are nulled when the test's calls did not all complete (verdict error)."""
 
@@ -125,6 +125,11 @@ class ReliableReport:
     @property
     def pass_hat_k(self) -> float:
         return self.fields["pass_hat_k"]
+
+    @property
+    def maj_at_k(self) -> float | None:
+        """Majority vote of the canonical pass's k samples (ties wrong); SPEC section 12."""
+        return self.summary.maj_at_k
 
     @property
     def k(self) -> int:
@@ -261,6 +266,7 @@ class ReliableReport:
             "per_instance": per_instance(self.matrix),
             "baseline": None if self.baseline is None else self.baseline.as_dict(),
             "judge": self.judge,
+            "maj_at_k": self.summary.maj_at_k,
         }
         if verdict == "error":
             # Not every call completed: no statistics (a missing answer is not a wrong one).

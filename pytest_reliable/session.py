@@ -53,7 +53,13 @@ from pytest_reliable.sampling import derive_seed
 from pytest_reliable.settings import Settings
 from pytest_reliable.space import Space
 from pytest_reliable.store import Store, StoreConfig, open_store
-from pytest_reliable.summary import RangeSummary, Summary, check_scores, summarize
+from pytest_reliable.summary import (
+    RangeSummary,
+    Summary,
+    check_scores,
+    summarize,
+    with_majority_at_k,
+)
 from pytest_reliable.tasks import Task
 
 log = logging.getLogger("pytest_reliable.session")
@@ -262,6 +268,7 @@ class ReliableSession:
             group_by=spec.grouping(), order_group_by=spec.order_group_by, n_star=ran.n_star,
             n_star_curve=ran.n_star_curve,
         )
+        summary = with_majority_at_k(summary, ran.matrix)
         comparison = None if pairing is None else self.compare_with_baseline(
             test, pairing, ran.matrix, lambda on: evaluator.run(ran.matrix.n_resamplings, on),
             summary.formats,

@@ -175,3 +175,37 @@ def test_the_page_and_the_notes_show_the_judge_escaped(tmp_path: Path) -> None:
     assert "<h3>Judge</h3>" in page and "&lt;script&gt;j" in page and "<script>j" not in page
     assert any("graded by judge <script>j</script>: 3 votes per answer, agreement 1.000" in note
                for note in entry["notes"])
+
+
+def test_maj_at_k_is_the_majority_of_the_k_samples_with_ties_wrong(tmp_path: Path) -> None:
+    from pytest_reliable import MultipleChoice
+    from pytest_reliable.models.base import request_seed
+
+    data = Dataset.from_records([
+        {"question": f"Question {i}?", "choices": ["right", "wrong", "other"], "answer": 0}
+        for i in range(12)
+    ])
+
+    def sometimes_right(prompt: str) -> str:
+        seed = request_seed.get() or 0
+        return "right" if seed % 5 < 3 else ("wrong" if seed % 2 else "other")
+
+    s = session(tmp_path, no_cache=True)
+    try:
+        report = s.run_reliable("t::x", data, MultipleChoice(),
+                                ReliableSpec(n=1, k=4, temperature=0.8, min_maj_at_k=0.1,
+                                             decide="estimate"),
+                                text_model(sometimes_right, id="m"))
+    finally:
+        s.close()
+    expected = []
+    for i in range(len(data)):
+        picks = [c.prediction for c in report.matrix.canonical_cells() if c.instance == i]
+        counts = sorted(((picks.count(p), p) for p in set(picks)), reverse=True)
+        tie = len(counts) > 1 and counts[0][0] == counts[1][0]
+        expected.append(0.0 if tie else float(counts[0][1] == 0))
+    assert report.maj_at_k == pytest.approx(sum(expected) / len(expected))
+    assert 0.0 < report.maj_at_k < 1.0
+    check = next(c for c in report.thresholds if c.name == "min_maj_at_k")
+    assert check.observed == report.maj_at_k and check.passed
+    assert report.entry("passed")["maj_at_k"] == report.maj_at_k

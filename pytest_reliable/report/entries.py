@@ -216,6 +216,8 @@ class ReliableEntry(TypedDict):
     baseline: dict[str, Any] | None
     judge: JudgeEntry | None
     """The judge's votes and noise when a `Judge` graded the answers (SPEC section 12)."""
+    maj_at_k: float | None
+    """Majority vote of the canonical pass's k samples, ties wrong (SPEC section 12)."""
 
 
 class FailureEntry(TypedDict):

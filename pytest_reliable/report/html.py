@@ -551,8 +551,8 @@ def reliable_facts(entry: Mapping[str, Any]) -> str:
          + _interval(canonical.get("wilson_low"), canonical.get("wilson_high"))
          + (f" ({_text(method, 60)})" if method else " (Wilson 95%)"
             if _is_num(canonical.get("wilson_low")) else "")),
-        ("pass@1 / pass@k / pass^k", " / ".join(_num(entry.get(k)) for k in (
-            "pass_at_1", "pass_at_k", "pass_hat_k")) + f" (k = {_int(entry.get('k'))})"),
+        ("pass@1 / pass@k / pass^k / maj@k", " / ".join(_num(entry.get(k)) for k in (
+            "pass_at_1", "pass_at_k", "pass_hat_k", "maj_at_k")) + f" (k = {_int(entry.get('k'))})"),
         ("policy", _word(entry.get("decide"))),
         ("calls made / cached", f"{_int(calls.get('made'))} / {_int(calls.get('cached'))}"),
         ("unparsed answers", _int(entry.get("unparsed"))),
