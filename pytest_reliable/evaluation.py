@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from pytest_reliable.errors import ReliableError
-from pytest_reliable.judge import Judge, JudgedItem, judge_of
+from pytest_reliable.judge import Judge, JudgedItem, Verdict, judge_of
 from pytest_reliable.models.base import AsyncModel, SamplingParams
 from pytest_reliable.prompt import Prompt
 from pytest_reliable.render import render
@@ -172,6 +172,15 @@ class ScoreMatrix:
         )
 
 
+@dataclass(frozen=True)
+class Judging:
+    """The runners a judge grades with: its own model's, and for a pairwise judge the
+    baseline's (run on the same requests as the candidate: same plan, same cache keys)."""
+
+    judge: Runner
+    baseline: Runner | None = None
+
+
 @dataclass
 class Calls:
     """What running some cells cost: calls made, calls served from the cache, and one line per
@@ -199,13 +208,13 @@ def evaluate(
     space: Space,
     settings: EvaluationSettings,
     runner: Runner,
-    judge_runner: Runner | None = None,
+    judging: Judging | None = None,
 ) -> ScoreMatrix:
     """Run ``settings.n`` resamplings and the canonical pass of ``dataset`` under ``space``
-    (``judge_runner``: the runner of the task's judge, when it grades with one)."""
+    (``judging``: the runners of the task's judge, when it grades with one)."""
     cells = plan_cells(dataset, task, space, settings)
     graded, calls = run_cells(cells, [dataset[c.instance] for c in cells], task, runner,
-                              judge_runner)
+                              judging)
     return _score_matrix(graded, calls, settings, len(dataset))
 
 
@@ -214,14 +223,14 @@ def run_cells(
     examples: Sequence[dict[str, Any]],
     task: Task,
     runner: Runner,
-    judge_runner: Runner | None = None,
+    judging: Judging | None = None,
 ) -> tuple[list[CellResult], Calls]:
     """The pipeline after planning: run the cells' requests, grade each answer against its
     example (``examples[j]`` is cell j's record), count the calls (a judge's apart, in
     ``Calls.judge``)."""
     results = runner.run([cell.request for cell in cells])
     calls = count_calls(results)
-    graded = grade_results(cells, examples, results, task, judge_runner, calls)
+    graded = grade_results(cells, examples, results, task, judging, calls)
     return graded, calls
 
 
@@ -230,7 +239,7 @@ def grade_results(
     examples: Sequence[dict[str, Any]],
     results: Sequence[CallResult],
     task: Task,
-    judge_runner: Runner | None = None,
+    judging: Judging | None = None,
     calls: Calls | None = None,
 ) -> list[CellResult]:
     """Each cell graded on its call's answer: ``task.grade`` of the text against the example and
@@ -238,11 +247,11 @@ def grade_results(
     scores 0, unparsed, and `count_calls` lists it among the problems.
 
     A task graded by a judge (`judge.judge_of`) is graded in a second stage: every answer of
-    the batch is judged in one run of ``judge_runner`` (the judge's own model, same cache and
-    budget); the judge's calls are added to ``calls.judge``."""
+    the batch is judged in one run of ``judging.judge`` (the judge's own model, same cache and
+    budget; a pairwise judge compares each answer with ``judging.baseline``'s); the judge's calls are added to ``calls.judge``."""
     judge = judge_of(task)
     if judge is not None:
-        return _judged(cells, examples, results, task, judge, judge_runner, calls)
+        return _judged(cells, examples, results, task, judge, judging, calls)
     graded = []
     for cell, example, result in zip(cells, examples, results):
         if result.status != "ok" or result.response is None:
@@ -261,13 +270,13 @@ def _judged(
     results: Sequence[CallResult],
     task: Task,
     judge: Judge,
-    judge_runner: Runner | None,
+    judging: Judging | None,
     calls: Calls | None,
 ) -> list[CellResult]:
     """The cells graded by ``judge``: an empty answer is unparsed without asking the judge;
     every other answer gets ``judge.votes`` votes, its score is their mean."""
-    if judge_runner is None:
-        raise ReliableError(f"{task!r} is graded by a judge: give the evaluation a judge runner")
+    if judging is None:
+        raise ReliableError(f"{task!r} is graded by a judge: give the evaluation its Judging")
     to_judge: list[int] = []
     items: list[JudgedItem] = []
     for j, (example, result) in enumerate(zip(examples, results)):
@@ -275,9 +284,14 @@ def _judged(
             to_judge.append(j)
             items.append(JudgedItem(task.prompt_text(example), tuple(_references(task, example)),
                                     result.response.text.strip()))
-    before = (judge_runner.stats.made, judge_runner.stats.cached)
-    verdicts = dict(zip(to_judge, judge.grade_all(items, judge_runner)))
-    judge_calls = Calls(judge_runner.stats.made - before[0], judge_runner.stats.cached - before[1],
+    runner = judging.judge
+    before = (runner.stats.made, runner.stats.cached)
+    if judge.pairwise:
+        verdicts = dict(zip(to_judge, _pairwise_verdicts(
+            [cells[j] for j in to_judge], items, judge, judging)))
+    else:
+        verdicts = dict(zip(to_judge, judge.grade_all(items, runner)))
+    judge_calls = Calls(runner.stats.made - before[0], runner.stats.cached - before[1],
                         [p for v in verdicts.values() for p in v.problems])
     if calls is not None:
         calls.add(Calls(judge=judge_calls))
@@ -293,6 +307,25 @@ def _judged(
                                      verdict.score, True, result.response.text.strip(),
                                      verdict.votes))
     return graded
+
+
+def _pairwise_verdicts(
+    cells: Sequence[PlannedCell], items: Sequence[JudgedItem], judge: Judge, judging: Judging
+) -> list[Verdict]:
+    """A pairwise judge's verdicts: the baseline answers the same cells (same requests, so the
+    same cache keys on its own model), then the judge compares each pair in both orders. A
+    cell whose baseline call did not complete gets no decision (a tie) and a problem line."""
+    if judging.baseline is None:
+        raise ReliableError("a pairwise Judge compares the candidate with its baseline: give "
+                            "the test a baseline model (baseline=NAME, a reliable_baseline "
+                            "fixture or --reliable-baseline-model)")
+    answers = judging.baseline.run([cell.request for cell in cells])
+    baseline = [a.response.text.strip() if a.status == "ok" and a.response is not None else None
+                for a in answers]
+    verdicts = judge.compare_all(items, baseline, judging.judge)
+    return [v if b is not None else Verdict(v.votes, v.problems + (
+        f"baseline {a.status}: {a.error or a.status}",)) for v, b, a in zip(
+        verdicts, baseline, answers)]
 
 
 def _references(task: Task, example: dict[str, Any]) -> list[str]:
@@ -382,13 +415,13 @@ def grade_cells(
     cells: Sequence[PlannedCell],
     results: Sequence[CallResult],
     settings: EvaluationSettings,
-    judge_runner: Runner | None = None,
+    judging: Judging | None = None,
 ) -> ScoreMatrix:
     """The score matrix of ``cells`` graded on ``results`` (a call that did not complete scores
     0 and is listed in ``problems``)."""
     calls = count_calls(results)
     graded = grade_results(cells, [dataset[c.instance] for c in cells], results, task,
-                           judge_runner, calls)
+                           judging, calls)
     return _score_matrix(graded, calls, settings, len(dataset))
 
 
@@ -440,10 +473,10 @@ class StagedEvaluation:
         space: Space,
         settings: EvaluationSettings,
         runner: Runner,
-        judge_runner: Runner | None = None,
+        judging: Judging | None = None,
     ) -> None:
         self.dataset, self.task, self.settings, self.runner = dataset, task, settings, runner
-        self.judge_runner = judge_runner
+        self.judging = judging
         self.cells = plan_cells(dataset, task, space, settings)
 
     def run(self, start: int, stop: int, *, canonical: bool) -> ScoreMatrix:
@@ -454,7 +487,7 @@ class StagedEvaluation:
         ]
         results = self.runner.run([c.request for c in chosen])
         matrix = grade_cells(self.dataset, self.task, chosen, results,
-                             replace(self.settings, n=stop), self.judge_runner)
+                             replace(self.settings, n=stop), self.judging)
         return replace(matrix, scores=matrix.scores[start:], parsed=matrix.parsed[start:])
 
 
@@ -500,25 +533,25 @@ class Evaluator:
         settings: EvaluationSettings,
         model: AsyncModel,
         runner_for: Callable[[AsyncModel], Runner],
-        judge_runner_for: Callable[[], Runner] | None = None,
+        judging_for: Callable[[], Judging] | None = None,
     ) -> None:
         self.dataset, self.task, self.space, self.settings = dataset, task, space, settings
         self.model = model
         self.runner_for = runner_for
-        self.judge_runner_for = judge_runner_for
+        self.judging_for = judging_for
         """The runner of the task's judge (on the judge's own model), when it grades with one."""
         self.runners: list[Runner] = []
 
     def run(self, n: int, on: AsyncModel | None = None) -> ScoreMatrix:
         """``n`` resamplings and the canonical pass on ``on`` (default: the model under test)."""
         return evaluate(self.dataset, self.task, self.space, replace(self.settings, n=n),
-                        self._runner(on if on is not None else self.model), self._judge_runner())
+                        self._runner(on if on is not None else self.model), self._judging())
 
     def staged(self, n: int) -> StagedEvaluation:
         """The model under test's evaluation of ``n`` resamplings, to run a range at a time."""
         return StagedEvaluation(self.dataset, self.task, self.space,
                                 replace(self.settings, n=n), self._runner(self.model),
-                                self._judge_runner())
+                                self._judging())
 
     def extend(self, head: ScoreMatrix, n: int) -> ScoreMatrix:
         """``head`` (the first resamplings of the plan, with its canonical pass) followed by the
@@ -538,7 +571,7 @@ class Evaluator:
         self.runners.append(self.runner_for(on))
         return self.runners[-1]
 
-    def _judge_runner(self) -> Runner | None:
+    def _judging(self) -> Judging | None:
         """A fresh runner of the judge (its counts stay apart from the model's prompt tokens)."""
-        return None if self.judge_runner_for is None else self.judge_runner_for()
+        return None if self.judging_for is None else self.judging_for()
 

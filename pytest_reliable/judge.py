@@ -34,13 +34,14 @@ from pytest_reliable.models.named import NamedModel
 
 if TYPE_CHECKING:
     from pytest_reliable.evaluation import CellResult
-    from pytest_reliable.report.entries import JudgeEntry
+    from pytest_reliable.report.entries import JudgeEntry, PairwiseEntry
     from pytest_reliable.runner import CallResult, Request, Runner
 
 SCALES = ("pass/fail", "1-5")
 JUDGE_SCOPE = "judge"
 """The requests' scope: a judge's vote never shares a key with a call of the model under test."""
 PASS_FAIL = re.compile(r"\b(pass|fail)(?:ed|es|ing)?\b", re.IGNORECASE)
+PAIR_CHOICE = re.compile(r"(?<![\d.])([12])(?![\d.]*\d)")
 ONE_TO_FIVE = re.compile(r"(?<![\d.])([1-5])(?![\d.]*\d)(?:\s*/\s*5)?")
 
 
@@ -66,9 +67,14 @@ class Verdict:
 
     votes: tuple[float | None, ...]
     problems: tuple[str, ...] = ()
+    outcome: float | None = None
+    """A pairwise verdict's win 1, tie 0.5 or loss 0 (the votes then say which answer each
+    vote preferred: 1 the candidate, 0 the baseline)."""
 
     @property
     def score(self) -> float:
+        if self.outcome is not None:
+            return self.outcome
         return sum(v or 0.0 for v in self.votes) / len(self.votes)
 
     @property
@@ -200,6 +206,70 @@ class Judge:
                 for j in range(len(items))]
 
 
+    # -- pairwise (SPEC sections 9 and 12) ---------------------------------------------------
+    def pair_messages(self, item: JudgedItem, first: str, second: str
+                      ) -> tuple[tuple[str, str], ...]:
+        parts = [f"Rubric: {self.rubric}", f"Question: {item.question}"]
+        if item.references:
+            parts.append("Reference answer: " + " | ".join(item.references))
+        parts += [f"Answer 1: {first}", f"Answer 2: {second}", "Better answer (1 or 2):"]
+        instruction = ("You compare two answers. Decide which answer meets the rubric better. "
+                       "Reply with 1 or 2 only.")
+        return (("system", instruction), ("user", "\n\n".join(parts)))
+
+    def parse_choice(self, reply: str) -> int | None:
+        """1 or 2 (the position of the better answer), or None."""
+        found = {int(m.group(1)) for m in PAIR_CHOICE.finditer(reply)}
+        return found.pop() if len(found) == 1 else None
+
+    def compare_all(self, items: Sequence[JudgedItem], baseline: Sequence[str | None],
+                    runner: Runner) -> list[Verdict]:
+        """Each candidate answer (``items``) against the baseline's answer of the same cell, in
+        both orders, ``votes`` votes each. Per order the decision is the majority of its votes
+        (no majority: no decision); the two orders agreeing give a win (1) or a loss (0), else
+        a tie (0.5). A cell without a baseline answer is a tie with no votes cast."""
+        from pytest_reliable.runner import Request
+
+        requests: list[Request] = []
+        for item, other in zip(items, baseline):
+            if other is None:
+                continue
+            for first, second in ((item.answer, other), (other, item.answer)):
+                messages = self.pair_messages(item, first, second)
+                requests += [Request(messages, self.params, vote, JUDGE_SCOPE)
+                             for vote in range(self.votes)]
+        results = iter(runner.run(requests))
+        verdicts = []
+        for other in baseline:
+            if other is None:
+                verdicts.append(Verdict((None,) * (2 * self.votes), (), 0.5))
+                continue
+            votes: list[float | None] = []
+            problems: list[str] = []
+            for candidate_at in (1, 2):
+                for _ in range(self.votes):
+                    result = next(results)
+                    if result.status != "ok" or result.response is None:
+                        votes.append(None)
+                        problems.append(f"judge {result.status}: {result.error or result.status}")
+                        continue
+                    choice = self.parse_choice(result.response.text)
+                    votes.append(None if choice is None else float(choice == candidate_at))
+            shown_first = self._decision(votes[:self.votes])  # the candidate shown first
+            shown_second = self._decision(votes[self.votes:])
+            outcome = shown_first if shown_first is not None and shown_first == shown_second \
+                else 0.5
+            verdicts.append(Verdict(tuple(votes), tuple(problems), outcome))
+        return verdicts
+
+    def _decision(self, votes: Sequence[float | None]) -> float | None:
+        """1.0 (candidate) or 0.0 (baseline) when more than half the votes say so, else None."""
+        for side in (1.0, 0.0):
+            if sum(v == side for v in votes) * 2 > len(votes):
+                return side
+        return None
+
+
 def judge_of(task: Any) -> Judge | None:
     """The task's judge when it grades with one (the grader hook `Generation.judge`)."""
     judge = getattr(task, "judge", None)
@@ -239,4 +309,28 @@ def judge_entry(judge: Judge, identity: str, cells: Sequence[CellResult],
         "agreement": agreement,
         "judge_variance_share": share,
         "calls": {"made": calls_made, "cached": calls_cached},
+    }
+
+
+def pairwise_entry(judge: Judge, cells: Sequence[CellResult], estimate: float,
+                   low: float, high: float) -> PairwiseEntry:
+    """The entry's ``pairwise`` (SPEC section 12) over the resampling cells a pairwise judge
+    scored: wins, ties and losses, the win rate with the clustered interval of the gate's mean
+    (``estimate``, ``low``, ``high``), and ``position_bias``: the share of parsed votes that
+    picked the answer shown first, minus 0.5 (votes[:votes] showed the candidate first)."""
+    scores = [c.score for c in cells if c.votes]
+    firsts = parsed = 0
+    for cell in cells:
+        for index, vote in enumerate(cell.votes):
+            if vote is None:
+                continue
+            parsed += 1
+            candidate_first = index < judge.votes
+            firsts += int((vote == 1.0) == candidate_first)
+    return {
+        "win": sum(s == 1.0 for s in scores),
+        "tie": sum(s == 0.5 for s in scores),
+        "loss": sum(s == 0.0 for s in scores),
+        "win_rate": {"estimate": estimate, "low": low, "high": high},
+        "position_bias": (firsts / parsed - 0.5) if parsed else None,
     }

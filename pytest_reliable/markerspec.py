@@ -67,6 +67,8 @@ class ReliableSpec:
     min_pass_hat_k: float | None = None
     min_maj_at_k: float | None = None
     """Majority vote of the canonical pass's k samples (SPEC section 12), ties wrong."""
+    min_win_rate: float | None = None
+    """A pairwise judge's win rate of the candidate over its baseline (SPEC section 12)."""
     decide: Policy | None = None
     """One of POLICIES; None = the project default (``--reliable-decide``)."""
     group_by: Grouping | tuple[str, ...] | None = None
@@ -130,6 +132,7 @@ class ReliableArguments(TypedDict, total=False):
     min_pass_at_k: float | None
     min_pass_hat_k: float | None
     min_maj_at_k: float | None
+    min_win_rate: float | None
     decide: Policy | None
     group_by: Grouping | list[str] | tuple[str, ...] | None
     """A named grouping, or a list of the space's dimension names (see GROUPABLE_DIMENSIONS)."""
@@ -315,6 +318,13 @@ def _check_baseline(marker: str, values: dict[str, Any], has_baseline: bool) -> 
                 "a reliable_baseline fixture, --reliable-baseline-model or "
                 "--reliable-baseline-report",
             )
+    if values.get("min_win_rate") is not None and baseline is None and not has_baseline:
+        raise MarkerArgumentError(
+            marker, "min_win_rate", values["min_win_rate"],
+            "it needs a baseline model for a pairwise Judge and none is configured: give "
+            "baseline='NAME' (or 'local'), a reliable_baseline fixture or "
+            "--reliable-baseline-model",
+        )
 
 
 def parse_checklist(

@@ -56,6 +56,7 @@ WHAT = {
     "min_pass_at_k": "pass@k",
     "min_pass_hat_k": "pass^k",
     "min_maj_at_k": "maj@k",
+    "min_win_rate": "win rate",
     "max_regression": "regression",
 }
 

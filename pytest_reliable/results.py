@@ -18,6 +18,7 @@ from pytest_reliable.report.entries import (
     CallsEntry,
     CanonicalEntry,
     JudgeEntry,
+    PairwiseEntry,
     ChecklistEntry,
     RangeEntry,
     ReliableEntry,
@@ -36,7 +37,7 @@ RANGE_THRESHOLDS = ("min_worst", "max_spread", "min_median")
 STATISTICS = (
     "mean", "std", "canonical", "formats", "orders", "dimensions", "pass_at_1", "pass_at_k",
     "pass_hat_k", "n_star", "n_star_reliable", "achievable_eps", "n_star_curve",
-    "resampling_scores", "per_instance", "baseline", "judge", "maj_at_k",
+    "resampling_scores", "per_instance", "baseline", "judge", "maj_at_k", "pairwise",
 )
 """Entry fields that are nulled when the test's calls did not all complete (verdict error)."""
 
@@ -79,6 +80,8 @@ class ReliableReport:
     """Candidate - baseline (SPEC section 9) when the test compares against a baseline."""
     judge: JudgeEntry | None = None
     """The judge's votes and noise (SPEC section 12) when a judge graded the answers."""
+    pairwise: PairwiseEntry | None = None
+    """A pairwise judge's comparison with the baseline (SPEC section 12)."""
     fields: SummaryFields = field(init=False)
 
     def __post_init__(self) -> None:
@@ -267,6 +270,7 @@ class ReliableReport:
             "baseline": None if self.baseline is None else self.baseline.as_dict(),
             "judge": self.judge,
             "maj_at_k": self.summary.maj_at_k,
+            "pairwise": self.pairwise,
         }
         if verdict == "error":
             # Not every call completed: no statistics (a missing answer is not a wrong one).

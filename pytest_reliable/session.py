@@ -27,6 +27,7 @@ from pytest_reliable.evaluation import (
     Calls,
     EvaluationSettings,
     Evaluator,
+    Judging,
     ScoreMatrix,
     greedy_cells,
     run_cells,
@@ -36,7 +37,13 @@ from pytest_reliable.gate import (
     ThresholdCheck,
     reliable_thresholds,
 )
-from pytest_reliable.judge import judge_entry, judge_of
+from pytest_reliable.judge import (
+    Judge,
+    JudgeUsageError,
+    judge_entry,
+    judge_of,
+    pairwise_entry,
+)
 from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
 from pytest_reliable.models.base import AsyncModel
 from pytest_reliable.models.named import NamedModel
@@ -254,12 +261,19 @@ class ReliableSession:
         """Choose the test's run strategy, run it, summarize, compare with the baseline, gate,
         report."""
         test = self.reliable_test(nodeid, data, task, spec, user_model)
-        pairing = self.baseline_for(test, user_baseline)
-        judge_model = self.judge_model(task)
+        judge, judge_model = judge_of(task), self.judge_model(task)
+        pairing = self.baseline_for(test, user_baseline,
+                                    pairwise=judge is not None and judge.pairwise)
+        against = self.pairwise_baseline(test, judge, pairing)
+
+        def judging() -> Judging:
+            assert judge_model is not None
+            return Judging(self.runner(judge_model, nodeid),
+                           None if against is None else self.runner(against, nodeid))
+
         evaluator = Evaluator(test.dataset, task, test.space, test.evaluation(), test.model,
                               lambda on: self.runner(on, nodeid),
-                              None if judge_model is None
-                              else lambda: self.runner(judge_model, nodeid))
+                              None if judge_model is None else judging)
         ran = self.strategy_for(test).run(evaluator)
         check_scores(ran.matrix, task, test.dataset)
         summary = summarize(
@@ -269,19 +283,53 @@ class ReliableSession:
             n_star_curve=ran.n_star_curve,
         )
         summary = with_majority_at_k(summary, ran.matrix)
-        comparison = None if pairing is None else self.compare_with_baseline(
-            test, pairing, ran.matrix, lambda on: evaluator.run(ran.matrix.n_resamplings, on),
-            summary.formats,
-        )
+        # A pairwise judge's matrix is the comparison itself (win values), not the candidate's.
+        comparison = None if pairing is None or against is not None else (
+            self.compare_with_baseline(
+                test, pairing, ran.matrix, lambda on: evaluator.run(ran.matrix.n_resamplings, on),
+                summary.formats,
+            ))
         thresholds = _gate(test, summary, comparison)
         report = _reliable_report(test, ran, summary, thresholds, comparison,
                                   evaluator.prompt_tokens())
-        judge = judge_of(task)
         if judge is not None and judge_model is not None:
             calls = ran.matrix.judge_calls or Calls()
             report.judge = judge_entry(judge, judge_model.identity, ran.matrix.cells,
                                        calls.made, calls.cached)
+        if against is not None and judge is not None and summary.mean_bound is not None:
+            low, high = summary.mean_bound.interval(spec.confidence)
+            report.pairwise = pairwise_entry(judge, ran.matrix.resampling_cells(), summary.mean,
+                                             low, high)
         return report
+
+    def pairwise_baseline(self, test: ReliableTest, judge: Judge | None,
+                          pairing: BaselineChoice | None) -> AsyncModel | None:
+        """The baseline model a pairwise judge compares the candidate with (None without a
+        pairwise judge); a pairwise judge without a baseline model, or ``min_win_rate`` without
+        a pairwise judge, is a usage error."""
+        spec = test.spec
+        if judge is None or not judge.pairwise:
+            if spec.min_win_rate is not None:
+                raise JudgeUsageError(
+                    f"min_win_rate={spec.min_win_rate!r} needs a pairwise judge: grade with "
+                    "Generation(grader=Judge(..., pairwise=True)) and give a baseline model")
+            return None
+        if pairing is None or pairing.kind == "report":
+            raise JudgeUsageError(
+                "a pairwise Judge compares the candidate's answers with a baseline model's: "
+                "give baseline='NAME' (or 'local') or a reliable_baseline fixture (a stored "
+                "baseline report holds no answers)")
+        if spec.max_regression is not None:
+            raise JudgeUsageError(
+                "max_regression compares two models' own scores; a pairwise Judge gives one "
+                "win rate: use min_win_rate= with a pairwise judge")
+        return self.baseline_model(pairing)
+
+    def baseline_model(self, choice: BaselineChoice) -> AsyncModel:
+        if choice.kind == "fixture":
+            return self.resolve_model(choice.obj)
+        assert choice.name is not None
+        return self.model_named(choice.name, self.settings.baseline_base_url)
 
     def judge_model(self, task: Task) -> AsyncModel | None:
         """The model of the task's judge (its ``id`` as identity when given), checked; None
@@ -346,11 +394,13 @@ class ReliableSession:
             self._stored_baseline = StoredBaseline.load(self.settings.baseline_report)
         return self._stored_baseline
 
-    def baseline_for(self, test: ReliableTest, user_baseline: Any) -> BaselineChoice | None:
+    def baseline_for(self, test: ReliableTest, user_baseline: Any,
+                     pairwise: bool = False) -> BaselineChoice | None:
         """What the test compares against (None: it does not compare); a stored report is
         checked here, before any call."""
         spec = test.spec
-        if spec.baseline is None and spec.max_regression is None:
+        if not pairwise and spec.baseline is None and spec.max_regression is None and \
+                spec.min_win_rate is None:
             return None
         choice = choose_baseline(spec.baseline, user_baseline, self.settings.baseline_model,
                                  self.stored_baseline, test.nodeid)
@@ -411,7 +461,8 @@ class ReliableSession:
 
         def predict(examples: Sequence[dict[str, Any]]) -> list[checklist.Prediction]:
             cells = greedy_cells(examples, task, space, spec.max_tokens)
-            graded, ran = run_cells(cells, examples, task, runner, judge_runner)
+            graded, ran = run_cells(cells, examples, task, runner,
+                                    None if judge_runner is None else Judging(judge_runner))
             calls.add(ran)
             return [checklist.Prediction(c.prediction, c.parsed, c.text or "") for c in graded]
 

@@ -209,3 +209,83 @@ def test_maj_at_k_is_the_majority_of_the_k_samples_with_ties_wrong(tmp_path: Pat
     check = next(c for c in report.thresholds if c.name == "min_maj_at_k")
     assert check.observed == report.maj_at_k and check.passed
     assert report.entry("passed")["maj_at_k"] == report.maj_at_k
+
+
+def _pairwise_run(tmp_path: Path, judge_fn: Any, candidate: Any, baseline: Any,
+                  **spec: Any) -> Any:
+    judge = Judge(chat_model(judge_fn, id="pair-judge"), "the better answer", votes=1,
+                  pairwise=True)
+    s = session(tmp_path, no_cache=True)
+    try:
+        return s.run_reliable("t::x", DATA, Generation(grader=judge),
+                              ReliableSpec(n=4, **spec), text_model(candidate, id="cand"),
+                              user_baseline=text_model(baseline, id="base"))
+    finally:
+        s.close()
+
+
+def _answers(messages: list[Message]) -> tuple[str, str]:
+    return field(messages, "Answer 1"), field(messages, "Answer 2")
+
+
+def test_a_pairwise_judge_asks_both_orders_and_reports_wins(tmp_path: Path) -> None:
+    def fair(messages: list[Message]) -> str:
+        first, second = _answers(messages)
+        return "1" if first == "good" else "2"
+
+    report = _pairwise_run(tmp_path, fair, lambda p: "good", lambda p: "bad", min_win_rate=0.5)
+    pairwise = report.entry("passed")["pairwise"]
+    cells = (4) * 6
+    assert pairwise["win"] == cells and pairwise["tie"] == pairwise["loss"] == 0
+    assert pairwise["win_rate"]["estimate"] == 1.0 and pairwise["position_bias"] == 0.0
+    check = next(c for c in report.thresholds if c.name == "min_win_rate")
+    assert check.passed and report.baseline is None
+
+
+def test_swapping_removes_a_first_position_bias_from_the_win_rate(tmp_path: Path) -> None:
+    from pytest_reliable.models.base import request_seed
+
+    def coin(*parts: object) -> float:
+        import hashlib
+        return int(hashlib.sha256(repr(parts).encode()).hexdigest()[:8], 16) / 16**8
+
+    def equal_quality(tag: str) -> Any:
+        def answer(prompt: str) -> str:
+            right = coin(tag, prompt) < 0.6
+            return f"{'right' if right else 'wrong'} {tag}"
+        return answer
+
+    def first_biased(messages: list[Message]) -> str:
+        first, second = _answers(messages)
+        one_right = first.startswith("right") != second.startswith("right")
+        if one_right and coin("judge", request_seed.get(), first, second) >= 0.8:
+            return "1" if first.startswith("right") else "2"
+        return "1"  # 80% of the time (and whenever both are alike): the answer shown first
+
+    report = _pairwise_run(tmp_path, first_biased, equal_quality("cand"),
+                           equal_quality("base"))
+    pairwise = report.entry("passed")["pairwise"]
+    cells = report.matrix.resampling_cells()
+    # Shown first only (no swap), the candidate would win whenever the judge prefers position 1.
+    unswapped = sum(c.votes[0] == 1.0 for c in cells) / len(cells)
+    assert unswapped > 0.8
+    low, high = pairwise["win_rate"]["low"], pairwise["win_rate"]["high"]
+    assert low <= 0.5 <= high and abs(pairwise["win_rate"]["estimate"] - 0.5) < 0.15
+    assert pairwise["position_bias"] > 0.35
+
+
+@pytest.mark.parametrize(("kwargs", "fragment"), [
+    ({"min_win_rate": 0.5, "pairwise": False}, "needs a pairwise judge"),
+    ({"max_regression": 0.1, "pairwise": True}, "use min_win_rate"),
+])
+def test_pairwise_usage_errors(tmp_path: Path, kwargs: dict[str, Any], fragment: str) -> None:
+    pairwise = kwargs.pop("pairwise")
+    judge = Judge(chat_model(lambda m: "1", id="j"), "better", votes=1, pairwise=pairwise)
+    s = session(tmp_path, no_cache=True)
+    try:
+        with pytest.raises(JudgeUsageError, match=fragment):
+            s.run_reliable("t::x", DATA, Generation(grader=judge), ReliableSpec(n=2, **kwargs),
+                           text_model(half_right, id="m"),
+                           user_baseline=text_model(half_right, id="b"))
+    finally:
+        s.close()

@@ -124,6 +124,24 @@ class JudgeEntry(TypedDict):
     calls: JudgeCallsEntry
 
 
+class WinRateEntry(TypedDict):
+    estimate: float
+    low: float
+    high: float
+
+
+class PairwiseEntry(TypedDict):
+    """A pairwise judge's comparison of the candidate with its baseline (SPEC section 12)."""
+
+    win: int
+    tie: int
+    loss: int
+    win_rate: WinRateEntry
+    """Win 1, tie 0.5, loss 0 per cell: the mean with its clustered interval."""
+    position_bias: float | None
+    """How often the judge picked the answer shown first, minus 0.5."""
+
+
 class WorstVariantEntry(TypedDict):
     """The worst group of the format range, with one rendered prompt and the model's answer."""
 
@@ -216,6 +234,8 @@ class ReliableEntry(TypedDict):
     baseline: dict[str, Any] | None
     judge: JudgeEntry | None
     """The judge's votes and noise when a `Judge` graded the answers (SPEC section 12)."""
+    pairwise: PairwiseEntry | None
+    """A pairwise judge's candidate-vs-baseline comparison (SPEC section 12)."""
     maj_at_k: float | None
     """Majority vote of the canonical pass's k samples, ties wrong (SPEC section 12)."""
 
