@@ -289,3 +289,18 @@ def test_pairwise_usage_errors(tmp_path: Path, kwargs: dict[str, Any], fragment:
                            user_baseline=text_model(half_right, id="b"))
     finally:
         s.close()
+
+
+def test_the_table_and_the_page_show_the_win_rate(tmp_path: Path) -> None:
+    from pytest_reliable.report.format import WIN_RATE_COLUMN
+    from pytest_reliable.report.html import entry_section
+    from pytest_reliable.report.terminal import summary_table
+
+    def fair(messages: list[Message]) -> str:
+        return "1" if _answers(messages)[0] == "good" else "2"
+
+    entry = _pairwise_run(tmp_path, fair, lambda p: "good", lambda p: "bad").entry("passed")
+    table = "\n".join(summary_table([entry]))
+    assert WIN_RATE_COLUMN in table and "1.00 [" in table
+    page = entry_section(1, entry, "x", opened=True)
+    assert "Pairwise against the baseline" in page and "24 / 0 / 0" in page

@@ -580,10 +580,26 @@ def judge_section(entry: Mapping[str, Any]) -> str:
     ])
 
 
+def pairwise_section(entry: Mapping[str, Any]) -> str:
+    """A pairwise judge's comparison of the candidate with its baseline (SPEC section 12)."""
+    pairwise = _mapping(entry.get("pairwise"))
+    if not pairwise:
+        return ""
+    win_rate = _mapping(pairwise.get("win_rate"))
+    return "<h3>Pairwise against the baseline</h3>" + _facts([
+        ("win / tie / loss (cells)", " / ".join(_int(pairwise.get(k))
+                                                for k in ("win", "tie", "loss"))),
+        ("win rate", _num(win_rate.get("estimate"))
+         + _interval(win_rate.get("low"), win_rate.get("high"))),
+        ("position bias (picked first - 0.5)", _num(pairwise.get("position_bias"))),
+    ])
+
+
 def reliable_body(entry: Mapping[str, Any]) -> str:
     return "".join([
         reliable_facts(entry),
         judge_section(entry),
+        pairwise_section(entry),
         "<h3>Thresholds</h3>", thresholds_table(entry),
         distributions_section(entry),
         groups_section("Formats", entry.get("formats")),

@@ -117,3 +117,17 @@ def test_the_plan_counts_judge_calls_apart(pytester: pytest.Pytester) -> None:
             "*judge calls: at most 96 more, counted apart*",
         ])
         assert server.requests == 0
+
+
+def test_min_win_rate_without_a_baseline_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_gate='''
+import pytest
+
+@pytest.mark.reliable(n=2, min_win_rate=0.5)
+def test_pairwise(reliable):
+    pass
+''')
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, text
+    assert "min_win_rate=0.5" in text and "needs a baseline model" in text
