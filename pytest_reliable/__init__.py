@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_reliable.data import Dataset
+    from pytest_reliable.checklist.judge_task import JudgeTask
     from pytest_reliable.judge import Judge
     from pytest_reliable.models.named import local_model, openai_model
     from pytest_reliable.models.base import ModelResponse, SamplingParams
@@ -47,6 +48,7 @@ _LAZY: dict[str, str] = {
     "SamplingParams": "pytest_reliable.models.base",
     "ModelResponse": "pytest_reliable.models.base",
     "Judge": "pytest_reliable.judge",
+    "JudgeTask": "pytest_reliable.checklist.judge_task",
     "openai_model": "pytest_reliable.models.named",
     "local_model": "pytest_reliable.models.named",
 }
@@ -58,6 +60,7 @@ __all__ = [
     "Generation",
     "Grade",
     "Judge",
+    "JudgeTask",
     "ModelResponse",
     "MultipleChoice",
     "ReliableFixture",

@@ -269,8 +269,8 @@ class ReliableReport:
             "per_instance": per_instance(self.matrix),
             "baseline": None if self.baseline is None else self.baseline.as_dict(),
             "judge": self.judge,
-            "maj_at_k": self.summary.maj_at_k,
             "pairwise": self.pairwise,
+            "maj_at_k": self.summary.maj_at_k,
         }
         if verdict == "error":
             # Not every call completed: no statistics (a missing answer is not a wrong one).

@@ -304,3 +304,55 @@ def test_the_table_and_the_page_show_the_win_rate(tmp_path: Path) -> None:
     assert WIN_RATE_COLUMN in table and "1.00 [" in table
     page = entry_section(1, entry, "x", opened=True)
     assert "Pairwise against the baseline" in page and "24 / 0 / 0" in page
+
+
+JUDGE_EXAMPLES = [
+    {"question": "What is 2 plus 2?", "reference": "4", "answer": "4", "label": "pass"},
+    {"question": "What is 3 plus 3?", "reference": "6", "answer": "It is 7", "label": "fail"},
+    {"question": "Capital of France?", "reference": "Paris", "answer": "Paris", "label": "pass"},
+    {"question": "Capital of Spain?", "reference": "Madrid", "answer": "Lisbon is", "label": "fail"},
+]
+
+
+def _checklist(tmp_path: Path, kind: str, judge_fn: Any, **kwargs: Any) -> Any:
+    from pytest_reliable import JudgeTask
+    from pytest_reliable._plugin_markers import perturbation_exists
+    from pytest_reliable.markerspec import parse_checklist
+
+    spec = parse_checklist(kind, (), kwargs, space_exists=lambda s: False,
+                           perturbation_exists=perturbation_exists)
+    s = session(tmp_path, no_cache=True)
+    try:
+        return s.run_checklist("t::judge", JUDGE_EXAMPLES, JudgeTask("The answer is right."),
+                               spec, text_model(judge_fn, id="judge-under-test"))
+    finally:
+        s.close()
+
+
+def exact(prompt: str) -> str:
+    answer, reference = field(prompt, "Answer"), field(prompt, "Reference answer")
+    return "PASS" if answer.split() == reference.split() else "FAIL"
+
+
+def test_judge_task_mft_checks_known_good_and_bad_answers(tmp_path: Path) -> None:
+    report = _checklist(tmp_path, "mft", exact, min_pass=1.0)
+    assert report.rate == 1.0 and report.passed
+    lenient = _checklist(tmp_path, "mft", lambda prompt: "PASS", min_pass=1.0)
+    assert lenient.rate == 0.5 and not lenient.passed
+    assert {f.after_value for f in lenient.failures} == {"pass"}
+
+
+def test_judge_task_invariance_catches_a_judge_that_reads_the_wording(tmp_path: Path) -> None:
+    steady = _checklist(tmp_path, "invariance", exact,
+                        perturb=["rubric_paraphrase", "answer_whitespace"], max_flip_rate=0.0)
+    assert steady.rate == 0.0 and steady.pairs == 8 and steady.passed
+
+    def fussy(prompt: str) -> str:  # grades the wording, not the meaning
+        answer = re.search(r"^Answer: (.*)$", prompt, re.M)
+        if "  " in prompt or (answer and answer.group(1).endswith(" ")):
+            return "FAIL"
+        return "FAIL" if "criterion" in prompt else exact(prompt)
+
+    shaken = _checklist(tmp_path, "invariance", fussy,
+                        perturb=["rubric_paraphrase", "answer_whitespace"], max_flip_rate=0.0)
+    assert shaken.rate > 0.0 and not shaken.passed
