@@ -57,6 +57,7 @@ WHAT = {
     "min_pass_hat_k": "pass^k",
     "min_maj_at_k": "maj@k",
     "min_win_rate": "win rate",
+    "min_circular": "circular score",
     "max_regression": "regression",
 }
 
@@ -246,7 +247,7 @@ def resolve(name: str, limit: float, design: Design) -> Resolution:
         return resolve_spread(limit, design)
     if name == "min_worst":
         return resolve_mean(name, limit, design, lambda p, rho: group_se(p, design, rho))
-    if name in ("min_pass_at_k", "min_pass_hat_k", "min_maj_at_k"):
+    if name in ("min_pass_at_k", "min_pass_hat_k", "min_maj_at_k", "min_circular"):
         # One 0/1 outcome per instance (any / all of its k samples right).
         return resolve_mean(name, limit, design, lambda p, rho: mean_se(p, n_inst, 1, rho))
     return resolve_mean(name, limit, design, lambda p, rho: mean_se(p, n_inst, n, rho))

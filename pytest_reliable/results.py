@@ -17,9 +17,10 @@ from pytest_reliable.gate import ThresholdCheck
 from pytest_reliable.report.entries import (
     CallsEntry,
     CanonicalEntry,
+    ChecklistEntry,
+    CircularEntry,
     JudgeEntry,
     PairwiseEntry,
-    ChecklistEntry,
     RangeEntry,
     ReliableEntry,
     SummaryFields,
@@ -38,6 +39,7 @@ STATISTICS = (
     "mean", "std", "canonical", "formats", "orders", "dimensions", "pass_at_1", "pass_at_k",
     "pass_hat_k", "n_star", "n_star_reliable", "achievable_eps", "n_star_curve",
     "resampling_scores", "per_instance", "baseline", "judge", "maj_at_k", "pairwise",
+    "circular",
 )
 """Entry fields that are nulled when the test's calls did not all complete (verdict error)."""
 
@@ -82,6 +84,8 @@ class ReliableReport:
     """The judge's votes and noise (SPEC section 12) when a judge graded the answers."""
     pairwise: PairwiseEntry | None = None
     """A pairwise judge's comparison with the baseline (SPEC section 12)."""
+    circular: CircularEntry | None = None
+    """With ``circular=True``: the share of instances right under every cyclic shift."""
     fields: SummaryFields = field(init=False)
 
     def __post_init__(self) -> None:
@@ -271,6 +275,7 @@ class ReliableReport:
             "judge": self.judge,
             "pairwise": self.pairwise,
             "maj_at_k": self.summary.maj_at_k,
+            "circular": self.circular,
         }
         if verdict == "error":
             # Not every call completed: no statistics (a missing answer is not a wrong one).

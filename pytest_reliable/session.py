@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_reliable.baseline import (
@@ -21,6 +21,7 @@ from pytest_reliable.baseline import (
     choose_baseline,
     compare,
 )
+from pytest_reliable.circular import check_circular, circular_entry, run_circular
 from pytest_reliable.data import Dataset, Records
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluation import (
@@ -261,6 +262,8 @@ class ReliableSession:
         """Choose the test's run strategy, run it, summarize, compare with the baseline, gate,
         report."""
         test = self.reliable_test(nodeid, data, task, spec, user_model)
+        if spec.circular:
+            check_circular(test.dataset, task)
         judge, judge_model = judge_of(task), self.judge_model(task)
         pairing = self.baseline_for(test, user_baseline,
                                     pairwise=judge is not None and judge.pairwise)
@@ -283,6 +286,11 @@ class ReliableSession:
             n_star_curve=ran.n_star_curve,
         )
         summary = with_majority_at_k(summary, ran.matrix)
+        circular = None
+        if spec.circular:
+            circular = run_circular(test.dataset, task, test.space, spec.max_tokens, nodeid,
+                                    self.runner(test.model, nodeid))
+            summary = replace(summary, circular=circular.score, circular_bound=circular.bound)
         # A pairwise judge's matrix is the comparison itself (win values), not the candidate's.
         comparison = None if pairing is None or against is not None else (
             self.compare_with_baseline(
@@ -296,6 +304,9 @@ class ReliableSession:
             calls = ran.matrix.judge_calls or Calls()
             report.judge = judge_entry(judge, judge_model.identity, ran.matrix.cells,
                                        calls.made, calls.cached)
+        if circular is not None:
+            report.circular = circular_entry(circular, spec.confidence)
+            report.problems += [f"circular: {p}" for p in circular.calls.problems]
         if against is not None and judge is not None and summary.mean_bound is not None:
             low, high = summary.mean_bound.interval(spec.confidence)
             report.pairwise = pairwise_entry(judge, ran.matrix.resampling_cells(), summary.mean,

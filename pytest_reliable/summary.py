@@ -389,6 +389,9 @@ class Summary:
     maj_at_k: float | None = None
     """Majority vote of the canonical pass's k samples (`with_majority_at_k`)."""
     maj_at_k_bound: stats.ProportionBound | None = None
+    circular: float | None = None
+    """The share of instances right under every cyclic shift (`circular.py`), when asked."""
+    circular_bound: stats.ProportionBound | None = None
 
     def fields(self) -> SummaryFields:
         """The report fields of SPEC section 8 that come from the score matrix."""

@@ -44,6 +44,7 @@ Direction = Literal["min", "max"]
 ReliableThreshold = Literal[
     "min_score", "min_lower_ci", "min_median", "min_worst", "max_spread", "max_std",
     "min_pass_at_k", "min_pass_hat_k", "min_maj_at_k", "min_win_rate",
+    "min_circular",
 ]
 RELIABLE_THRESHOLDS: dict[ReliableThreshold, Direction] = {
     "min_score": "min",
@@ -56,6 +57,7 @@ RELIABLE_THRESHOLDS: dict[ReliableThreshold, Direction] = {
     "min_pass_hat_k": "min",
     "min_maj_at_k": "min",
     "min_win_rate": "min",
+    "min_circular": "min",
 }
 """``@reliable``'s thresholds on its own evaluation, in report order; each limit lies in [0, 1]."""
 MAX_REGRESSION: Final = "max_regression"

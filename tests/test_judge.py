@@ -356,3 +356,57 @@ def test_judge_task_invariance_catches_a_judge_that_reads_the_wording(tmp_path: 
     shaken = _checklist(tmp_path, "invariance", fussy,
                         perturb=["rubric_paraphrase", "answer_whitespace"], max_flip_rate=0.0)
     assert shaken.rate > 0.0 and not shaken.passed
+
+
+MC = Dataset.from_records([
+    {"question": f"Question {i}?", "choices": ["right", "wrong", "other"], "answer": 0}
+    for i in range(10)
+])
+
+
+def _labelled(prompt: str) -> dict[str, str]:
+    return {m.group(2): m.group(1) for m in re.finditer(r"^\W*(\w)\W+\s*(\w+)$", prompt, re.M)}
+
+
+def test_circular_counts_an_instance_only_if_right_under_every_shift(tmp_path: Path) -> None:
+    from pytest_reliable import MultipleChoice
+
+    def always_right(prompt: str) -> str:
+        return _labelled(prompt)["right"]
+
+    def not_when_last(prompt: str) -> str:
+        labels = _labelled(prompt)
+        return labels["right"] if list(labels)[-1] != "right" else list(labels.values())[0]
+
+    s = session(tmp_path, no_cache=True)
+    try:
+        good = s.run_reliable("t::c", MC, MultipleChoice(),
+                              ReliableSpec(n=1, circular=True, min_circular=0.5),
+                              text_model(always_right, id="good"))
+        biased = s.run_reliable("t::c", MC, MultipleChoice(),
+                                ReliableSpec(n=1, circular=True, min_circular=0.5),
+                                text_model(not_when_last, id="biased"))
+    finally:
+        s.close()
+    assert good.circular is not None and good.circular["score"] == 1.0
+    assert good.circular["calls"]["made"] + good.circular["calls"]["cached"] == 3 * 10
+    assert good.circular["calls"]["cached"] == 10  # the shift by 0 is the canonical prompt
+    assert biased.canonical["score"] == 1.0  # right is first in the canonical order
+    assert biased.circular is not None and biased.circular["score"] == 0.0
+    assert [c.passed for c in good.thresholds if c.name == "min_circular"] == [True]
+    assert [c.passed for c in biased.thresholds if c.name == "min_circular"] == [False]
+
+
+def test_circular_usage_errors(tmp_path: Path) -> None:
+    from pytest_reliable.circular import CircularUsageError
+    from pytest_reliable.markerspec import MarkerArgumentError, parse_reliable
+
+    with pytest.raises(MarkerArgumentError, match="needs circular=True"):
+        parse_reliable({"min_circular": 0.5}, space_exists=lambda s: True)
+    s = session(tmp_path, no_cache=True)
+    try:
+        with pytest.raises(CircularUsageError, match="needs a task with options"):
+            s.run_reliable("t::c", DATA, Generation(), ReliableSpec(n=1, circular=True),
+                           text_model(half_right, id="m"))
+    finally:
+        s.close()

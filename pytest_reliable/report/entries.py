@@ -124,6 +124,17 @@ class JudgeEntry(TypedDict):
     calls: JudgeCallsEntry
 
 
+class CircularEntry(TypedDict):
+    """The share of instances right under every cyclic shift of their options (SPEC 12)."""
+
+    score: float
+    low: float
+    high: float
+    instances: int
+    calls: JudgeCallsEntry
+    """The circular cells' calls (the shift by 0 is the canonical prompt: usually cached)."""
+
+
 class WinRateEntry(TypedDict):
     estimate: float
     low: float
@@ -238,6 +249,8 @@ class ReliableEntry(TypedDict):
     """A pairwise judge's candidate-vs-baseline comparison (SPEC section 12)."""
     maj_at_k: float | None
     """Majority vote of the canonical pass's k samples, ties wrong (SPEC section 12)."""
+    circular: CircularEntry | None
+    """With ``circular=True``: the share of instances right under every cyclic shift."""
 
 
 class FailureEntry(TypedDict):

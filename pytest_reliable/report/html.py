@@ -553,6 +553,10 @@ def reliable_facts(entry: Mapping[str, Any]) -> str:
             if _is_num(canonical.get("wilson_low")) else "")),
         ("pass@1 / pass@k / pass^k / maj@k", " / ".join(_num(entry.get(k)) for k in (
             "pass_at_1", "pass_at_k", "pass_hat_k", "maj_at_k")) + f" (k = {_int(entry.get('k'))})"),
+        *([("circular (right under every shift)", _num(_mapping(entry.get("circular")).get(
+            "score")) + _interval(_mapping(entry.get("circular")).get("low"),
+                                  _mapping(entry.get("circular")).get("high")))]
+          if entry.get("circular") else []),
         ("policy", _word(entry.get("decide"))),
         ("calls made / cached", f"{_int(calls.get('made'))} / {_int(calls.get('cached'))}"),
         ("unparsed answers", _int(entry.get("unparsed"))),
