@@ -345,6 +345,11 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
             is not None:
         detail += f"; the baseline model: {calls} more (none from a stored baseline report)"
         calls *= 2
+    if getattr(spec, "circular", False):
+        shifts = sum(len(task.options(example) or ()) for example in dataset)
+        detail += (f"; circular=True: {shifts} cyclic shifts (the {instances} unshifted ones "
+                   "are the canonical prompts, cached at temperature 0)")
+        calls += shifts
     n_options = dataset_option_count(dataset)
     design, grouping = plan_design(spec, space, instances, n, n_options, decide)
     if spec.k > 1 and (spec.temperature or 0.0) == 0.0 and \

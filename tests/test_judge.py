@@ -410,3 +410,15 @@ def test_circular_usage_errors(tmp_path: Path) -> None:
                            text_model(half_right, id="m"))
     finally:
         s.close()
+
+
+def test_the_plan_counts_the_circular_shifts(tmp_path: Path) -> None:
+    from pytest_reliable import MultipleChoice
+    from pytest_reliable.plan_report import plan_reliable
+
+    s = session(tmp_path, no_cache=True)
+    try:
+        plan = plan_reliable(s, "t::c", MC, MultipleChoice(), ReliableSpec(n=2, circular=True))
+    finally:
+        s.close()
+    assert plan.calls == 10 * (2 + 1) + 30 and "30 cyclic shifts" in plan.calls_detail
