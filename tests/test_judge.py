@@ -422,3 +422,43 @@ def test_the_plan_counts_the_circular_shifts(tmp_path: Path) -> None:
     finally:
         s.close()
     assert plan.calls == 10 * (2 + 1) + 30 and "30 cyclic shifts" in plan.calls_detail
+
+
+PAIRS = [
+    {"question": "What is 2 plus 2?", "answers": ["4", "5"], "label": 1},
+    {"question": "Capital of France?", "answers": ["Lyon", "Paris"], "label": 2},
+    {"question": "Legs of a spider?", "answers": ["eight", "six"], "label": 1},
+    {"question": "Colour of the sky?", "answers": ["green", "blue"], "label": 2},
+]
+
+
+def _pair_checklist(tmp_path: Path, kind: str, judge_fn: Any, **kwargs: Any) -> Any:
+    from pytest_reliable import JudgeTask
+    from pytest_reliable._plugin_markers import perturbation_exists
+    from pytest_reliable.markerspec import parse_checklist
+
+    spec = parse_checklist(kind, (), kwargs, space_exists=lambda s: False,
+                           perturbation_exists=perturbation_exists)
+    s = session(tmp_path, no_cache=True)
+    try:
+        return s.run_checklist("t::pairs", PAIRS, JudgeTask("correct", pairwise=True), spec,
+                               text_model(judge_fn, id="pair-judge-under-test"))
+    finally:
+        s.close()
+
+
+def test_a_pairwise_judge_task_catches_position_bias_with_answer_position(
+    tmp_path: Path,
+) -> None:
+    truth = {"4", "Paris", "eight", "blue"}
+
+    def by_content(prompt: str) -> str:
+        return "1" if field(prompt, "Answer 1") in truth else "2"
+
+    assert _pair_checklist(tmp_path, "mft", by_content, min_pass=1.0).rate == 1.0
+    steady = _pair_checklist(tmp_path, "invariance", by_content, perturb=["answer_position"],
+                             max_flip_rate=0.0)
+    assert steady.rate == 0.0 and steady.pairs == 4 and steady.passed
+    first = _pair_checklist(tmp_path, "invariance", lambda prompt: "1",
+                            perturb=["answer_position"], max_flip_rate=0.0)
+    assert first.rate == 1.0 and not first.passed

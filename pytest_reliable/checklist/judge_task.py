@@ -7,6 +7,10 @@ answers right and ``invariance`` that a meaning-preserving change does not chang
 
 - ``rubric_paraphrase``: the rubric framed by other words that keep its meaning;
 - ``answer_whitespace``: a doubled space or a trailing space in the answer;
+- ``answer_position`` (``JudgeTask(..., pairwise=True)``, examples ``{"question", "answers":
+  [first, second], "label": 1 | 2}``): the two answers shown in the other order; the prediction
+  is the position, in the record, of the answer the judge preferred, so a judge that follows
+  the content and not the position does not flip;
 - or a callable ``example -> list[example]``.
 
 The judge sees exactly what a `Judge` asks (`Judge.messages`: rubric, question, reference,
@@ -46,7 +50,7 @@ class JudgeTask:
     kind = "judge"
     default_instruction = "Grade the answer."
 
-    def __init__(self, rubric: str, scale: str = "pass/fail") -> None:
+    def __init__(self, rubric: str, scale: str = "pass/fail", pairwise: bool = False) -> None:
         if scale not in SCALES:
             raise JudgeUsageError(f"JudgeTask: scale={scale!r} is not allowed: 'pass/fail' or "
                                   "'1-5'")
@@ -55,19 +59,26 @@ class JudgeTask:
                                   "string")
         self.rubric = rubric
         self.scale = scale
+        self.pairwise = pairwise
         self.labels: tuple[Any, ...] = (
-            PASS_FAIL_LABELS if scale == "pass/fail" else ONE_TO_FIVE_LABELS)
+            (1, 2) if pairwise else PASS_FAIL_LABELS if scale == "pass/fail"
+            else ONE_TO_FIVE_LABELS)
 
     def __repr__(self) -> str:
         return f"JudgeTask(scale={self.scale!r})"
 
     def _judge(self, example: Mapping[str, Any]) -> Judge:
         framing = RUBRIC_FRAMINGS[int(example.get(FRAMING, 0)) % len(RUBRIC_FRAMINGS)]
-        return Judge(None, framing.format(rubric=self.rubric), scale=self.scale)
+        return Judge(None, framing.format(rubric=self.rubric), scale=self.scale,
+                     pairwise=self.pairwise)
 
     def label_index(self, raw: Any) -> int | None:
         """The index in ``labels`` of a record's label: "pass"/"fail" (any case), True/False or
-        1/0 on the pass/fail scale; 1..5 on the 1-5 scale."""
+        1/0 on the pass/fail scale; 1..5 on the 1-5 scale; 1 or 2 (the better answer's
+        position in ``answers``) for a pairwise judge."""
+        if self.pairwise:
+            return raw - 1 if isinstance(raw, int) and not isinstance(raw, bool) and raw in (
+                1, 2) else None
         if self.scale == "1-5":
             try:
                 value = int(raw)
@@ -88,12 +99,19 @@ class JudgeTask:
             if not isinstance(record, Mapping):
                 raise DatasetError(f"{where}: a JudgeTask example is a mapping with question, "
                                    "answer and label")
-            for key in ("question", "answer", "label"):
+            fields = ("question", "answers", "label") if self.pairwise else (
+                "question", "answer", "label")
+            if self.pairwise and (not isinstance(record.get("answers"), list | tuple)
+                                  or len(record["answers"]) != 2):
+                raise DatasetError(f"{where}: a pairwise JudgeTask example has 'answers', a "
+                                   "list of two answers, and 'label' 1 or 2 (the better one)")
+            for key in fields:
                 if key not in record:
                     raise DatasetError(f"{where}: field {key!r} is missing (JudgeTask examples "
                                        "are {question, answer, label} + optional reference)")
             if self.label_index(record["label"]) is None:
-                allowed = "'pass' or 'fail'" if self.scale == "pass/fail" else "1 to 5"
+                allowed = "1 or 2" if self.pairwise else (
+                    "'pass' or 'fail'" if self.scale == "pass/fail" else "1 to 5")
                 raise DatasetError(f"{where}: label {record['label']!r} is not a grade on the "
                                    f"{self.scale} scale ({allowed})")
 
@@ -111,12 +129,20 @@ class JudgeTask:
 
     def render_plain(self, example: Mapping[str, Any]) -> str:
         reference = example.get("reference")
-        item = JudgedItem(str(example["question"]),
-                          () if reference is None else (str(reference),), str(example["answer"]))
-        (_, instruction), (_, question) = self._judge(example).messages(item)
+        references = () if reference is None else (str(reference),)
+        if self.pairwise:
+            answers = [str(example["answers"][i]) for i in _shown_order(example)]
+            item = JudgedItem(str(example["question"]), references, answers[0])
+            messages = self._judge(example).pair_messages(item, answers[0], answers[1])
+        else:
+            item = JudgedItem(str(example["question"]), references, str(example["answer"]))
+            messages = self._judge(example).messages(item)
+        (_, instruction), (_, question) = messages
         return f"{instruction}\n\n{question}"
 
     def grade(self, text: str, example: Mapping[str, Any], prompt: Any = None) -> Grade:
+        if self.pairwise:
+            return self._grade_choice(text, example)
         vote = self._judge(example).parse(text) if isinstance(text, str) else None
         if vote is None:
             return Grade(0.0, False, None)
@@ -126,15 +152,32 @@ class JudgeTask:
         right = expected is not None and self.labels[expected] == prediction
         return Grade(float(right), True, prediction)
 
+    def _grade_choice(self, text: str, example: Mapping[str, Any]) -> Grade:
+        """The record position (1 or 2) of the answer the judge preferred."""
+        choice = self._judge(example).parse_choice(text) if isinstance(text, str) else None
+        if choice is None:
+            return Grade(0.0, False, None)
+        prediction = _shown_order(example)[choice - 1] + 1
+        return Grade(float(prediction == example.get("label")), True, prediction)
+
     def predict(self, text: str, example: Mapping[str, Any], prompt: Any = None) -> Any:
         return self.grade(text, example, prompt).prediction
+
+
+ANSWER_ORDER = "answer_order"
+"""The example field ``answer_position`` sets: the record positions of the answers as shown."""
+
+
+def _shown_order(example: Mapping[str, Any]) -> tuple[int, int]:
+    order = example.get(ANSWER_ORDER, (0, 1))
+    return (int(order[0]), int(order[1]))
 
 
 # -- perturbations of a judge's examples (invariance) ------------------------------------------
 def rubric_paraphrase(example: Mapping[str, Any], rng: np.random.Generator) -> list[Any]:
     """The example with the rubric framed by other words (each framing of RUBRIC_FRAMINGS that
     is not the example's own); [] for an example that is not a judge's."""
-    if "answer" not in example or "label" not in example:
+    if "label" not in example or ("answer" not in example and "answers" not in example):
         return []
     own = int(example.get(FRAMING, 0))
     others = [i for i in range(len(RUBRIC_FRAMINGS)) if i != own]
@@ -149,3 +192,12 @@ def answer_whitespace(example: Mapping[str, Any], rng: np.random.Generator) -> l
     spaces = [i for i, ch in enumerate(answer) if ch == " "]
     options = [answer + " "] + [answer[:i] + " " + answer[i:] for i in spaces]
     return [{**example, "answer": options[int(rng.integers(len(options)))]}]
+
+
+def answer_position(example: Mapping[str, Any], rng: np.random.Generator) -> list[Any]:
+    """A pairwise judge's example with its two answers shown in the other order."""
+    answers = example.get("answers")
+    if not isinstance(answers, list | tuple) or len(answers) != 2:
+        return []
+    first, second = _shown_order(example)
+    return [{**example, ANSWER_ORDER: [second, first]}]
