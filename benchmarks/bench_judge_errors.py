@@ -39,7 +39,6 @@ from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from scipy import stats as scipy_stats
 
