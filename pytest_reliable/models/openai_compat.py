@@ -179,13 +179,18 @@ class OpenAICompatibleModel:
             raise ModelCallError(_exc_text(exc), retryable=True) from None
         latency = time.perf_counter() - start
         usage = getattr(resp, "usage", None)
+        extra: dict[str, Any] = {} if seed is None else {"seed": seed}
+        # The provider's prompt cache (priced at cached_input, SPEC section 13).
+        cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
+        if cached:
+            extra["cached_prompt_tokens"] = int(cached)
         return ModelResponse(
             text=text,
             logprobs=logprobs,
             prompt_tokens=getattr(usage, "prompt_tokens", None),
             completion_tokens=getattr(usage, "completion_tokens", None),
             latency_s=latency,
-            extra={} if seed is None else {"seed": seed},
+            extra=extra,
         )
 
     def _status_error(self, exc: Any) -> ModelCallError:

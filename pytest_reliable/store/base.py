@@ -112,17 +112,24 @@ class Ledger(ABC):
     """The budget of one run id, shared by every process and host using the store.
 
     ``reserve`` grants one model call (one attempt sent) atomically if the limits allow it, else
-    counts it as skipped; ``add_tokens`` charges what a call used. Backends raise
+    counts it as skipped; with a USD limit it also reserves ``usd`` (the call's most possible
+    cost) and grants only if it fits under ``max_usd``; ``add_tokens`` charges what a call used
+    (``usd``: its real cost less its reservation, may be negative). Backends raise
     `StoreUnavailable` when the database cannot be used; `runner.Budget` then counts locally.
     """
 
     run_id: str
 
     @abstractmethod
-    def reserve(self, max_calls: int | None, max_tokens: int | None) -> bool: ...
+    def reserve(self, max_calls: int | None, max_tokens: int | None,
+                max_usd: float | None = None, usd: float = 0.0) -> bool: ...
 
     @abstractmethod
-    def add_tokens(self, n: int) -> None: ...
+    def add_tokens(self, n: int, usd: float = 0.0) -> None: ...
+
+    @abstractmethod
+    def spent_usd(self) -> float:
+        """USD spent (and reserved by calls in flight) by the run so far, every process included."""
 
     @abstractmethod
     def totals(self) -> tuple[int, int, int]:
