@@ -159,6 +159,8 @@ class Budget:
         self.calls = 0
         self.tokens = 0
         self.usd = 0.0
+        self.outstanding_usd = 0.0
+        """Reserved by this process's calls in flight, not settled yet."""
         self._lock = threading.Lock()
         self._ledger_failure: str | None = None
         self._failure_taken = False
@@ -207,20 +209,23 @@ class Budget:
                 with self._lock:
                     self.calls += int(granted)
                     self.usd += usd if granted else 0.0
+                    self.outstanding_usd += usd if granted else 0.0
                 return granted
         with self._lock:
             if self._exhausted() or self._over_usd(usd):
                 return False
             self.calls += 1
             self.usd += usd
+            self.outstanding_usd += usd
             return True
 
-    def add_tokens(self, n: int, usd: float = 0.0) -> None:
-        """Charge a call's tokens, and ``usd`` (its real cost less its reservation: may be
-        negative)."""
+    def add_tokens(self, n: int, usd: float = 0.0, released: float = 0.0) -> None:
+        """Charge a call's tokens, and ``usd`` (its real cost less its reservations ``released``:
+        may be negative)."""
         with self._lock:
             self.tokens += n
             self.usd += usd
+            self.outstanding_usd = max(0.0, self.outstanding_usd - released)
         ledger = self._shared()
         if ledger is not None:
             try:
@@ -482,8 +487,9 @@ class Runner:
         counts as saved."""
         self.stats.cached += 1
         if self.price is not None and response is not None:
-            self.stats.spend.cached_usd_saved += call_cost(self.price, req.messages,
-                                                           response).usd
+            cost = call_cost(self.price, req.messages, response)
+            self.stats.spend.cached_usd_saved += cost.usd
+            self.stats.spend.estimated |= cost.estimated
 
     def _count_failure(self, status: str) -> None:
         if status == "not_run":
@@ -538,20 +544,32 @@ class Runner:
         return max_call_usd(self.price, req.messages, req.params.max_tokens)
 
     async def _reserve(self, usd: float = 0.0) -> bool:
-        """One attempt's share of the budget (the ledger's database is off the event loop)."""
-        if self.budget is None:
+        """One attempt's share of the budget (the ledger's database is off the event loop).
+
+        A USD reservation refused while this process's calls in flight hold reservations waits
+        for them to settle (their real cost is usually far below their reservation) and asks
+        again: the budget says no for good only on what was spent."""
+        budget = self.budget
+        if budget is None:
             return True
-        if self.budget.ledger is None:
-            return self.budget.try_start(usd)
-        return await asyncio.to_thread(self.budget.try_start, usd)
+        delay = CLAIM_POLL_FIRST_S
+        while True:
+            if budget.ledger is None:
+                granted = budget.try_start(usd)
+            else:
+                granted = await asyncio.to_thread(budget.try_start, usd)
+            if granted or not usd or budget.outstanding_usd <= 1e-12:
+                return granted
+            await asyncio.sleep(delay)
+            delay = min(CLAIM_POLL_MAX_S, delay * 1.5)
 
     async def _release(self, usd: float) -> None:
         """Give back reservations of attempts that brought no answer (no usage to charge)."""
         if usd and self.budget is not None:
             if self.budget.ledger is None:
-                self.budget.add_tokens(0, -usd)
+                self.budget.add_tokens(0, -usd, usd)
             else:
-                await asyncio.to_thread(self.budget.add_tokens, 0, -usd)
+                await asyncio.to_thread(self.budget.add_tokens, 0, -usd, usd)
 
     async def _call(self, req: Request, key: str) -> CallResult:
         """Call the model (retrying), then store the answer before anything else happens. Every
@@ -597,9 +615,9 @@ class Runner:
         cost = call_cost(self.price, req.messages, response) if self.price is not None else None
         settle = (cost.usd if cost is not None else 0.0) - reserved * attempts
         if self.cache is not None or (self.budget is not None and self.budget.ledger is not None):
-            await asyncio.to_thread(self._keep, key, req, response, settle)
+            await asyncio.to_thread(self._keep, key, req, response, settle, reserved * attempts)
         else:
-            self._keep(key, req, response, settle)
+            self._keep(key, req, response, settle, reserved * attempts)
         if cost is not None:
             self.stats.spend.add(Spend(cost.usd, cost.prompt_tokens, cost.completion_tokens,
                                        0.0, cost.estimated))
@@ -609,7 +627,8 @@ class Runner:
         self.stats.completion_tokens += response.completion_tokens or 0
         return CallResult(response, False, "ok", None, attempts, attempts - 1)
 
-    def _keep(self, key: str, req: Request, response: ModelResponse, usd: float = 0.0) -> None:
+    def _keep(self, key: str, req: Request, response: ModelResponse, usd: float = 0.0,
+              released: float = 0.0) -> None:
         """Store a paid answer, then charge its tokens (off the event loop when a database is
         involved: the store may be another machine)."""
         if self.cache is not None:
@@ -620,7 +639,7 @@ class Runner:
                 "params": req.params.as_dict(),
             })
         if self.budget is not None:
-            self.budget.add_tokens(response.total_tokens, usd)
+            self.budget.add_tokens(response.total_tokens, usd, released)
 
     def _evaluated_tokens(self, messages: list[Message], response: ModelResponse) -> int:
         """Prompt tokens the server evaluated for this call.

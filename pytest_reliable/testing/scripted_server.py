@@ -6,7 +6,8 @@ timeout, a dropped connection (socket closed without a response), malformed JSON
 with ``echo_key=True`` copies the request's Authorization header into its body, as careless
 servers do (to test that the key never reaches a report). It runs a
 `ThreadingHTTPServer` on 127.0.0.1 at a free port in a background thread, so concurrent requests
-are served concurrently. It counts what it received so tests can assert on it.
+are served concurrently. It counts what it received so tests can assert on it, and the tokens
+it billed (``usage`` of every answer delivered: `billed_usd` is the server's own bill).
 """
 
 from __future__ import annotations
@@ -57,8 +58,14 @@ class ScriptedServer:
         latency: float = 0.0,
         logprobs: Callable[[str], list[float]] | None = None,
         model_name: str = "scripted",
+        cached_prompt_tokens: Callable[[dict[str, Any]], int] | None = None,
     ) -> None:
+        """``cached_prompt_tokens(body)``: prompt tokens the server says it served from its prompt
+        cache (``usage.prompt_tokens_details.cached_tokens``); default none."""
         self.rule = rule
+        self.cached_prompt_tokens = cached_prompt_tokens
+        self.billed: Counter[str] = Counter()
+        """Tokens of the answers delivered: ``prompt``, ``completion``, ``cached_prompt``."""
         self.latency = latency
         self.logprobs = logprobs
         self.model_name = model_name
@@ -94,6 +101,16 @@ class ScriptedServer:
         if isinstance(f, str):
             f = Fault(f, retry_after=0.01 if f in ("429", "503") else None)
         return f
+
+    def billed_usd(self, input: float, output: float, cached_input: float | None = None,
+                   multiplier: float = 1.0) -> float:
+        """The server's own bill at these USD-per-million-token prices."""
+        with self._lock:
+            prompt, cached = self.billed["prompt"], self.billed["cached_prompt"]
+            completion = self.billed["completion"]
+        cached_price = input if cached_input is None else cached_input
+        return multiplier * ((prompt - cached) * input + cached * cached_price
+                             + completion * output) / 1_000_000
 
     # -- lifecycle -----------------------------------------------------------------------------
     @property
@@ -253,10 +270,16 @@ class _Handler(BaseHTTPRequestHandler):
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
+        cached = 0
+        if owner.cached_prompt_tokens is not None:
+            cached = min(prompt_tokens, int(owner.cached_prompt_tokens(body)))
+            payload["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
         with contextlib.suppress(OSError):
             self._send_json(200, payload)
             with owner._lock:
                 owner.completed += 1
+                owner.billed.update(prompt=prompt_tokens, completion=completion_tokens,
+                                    cached_prompt=cached)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,163 @@
+"""Money (SPEC section 13), as users run it: a price table, a gate against the scripted server that
+bills the tokens it serves, the JSON report's ``cost``, a budget in US dollars, and the usage errors
+of a price table that cannot be used."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_reliable.testing import ScriptedServer
+from tests.acceptance.helpers import CONFTEST, RELIABLE_YAML, run_json, write_project
+from tests.acceptance.test_many_machines import GATE, questions, right_option
+
+# Dear on purpose, so a difference of one token shows in the cents.
+PRICES = {"input": 1500.0, "output": 6000.0, "cached_input": 750.0}
+PRICING = {"models": {"scripted": PRICES, "other-*": {"input": 1, "output": 2}}}
+
+
+def write_gate(pytester: pytest.Pytester, *, count: int = 6, n: int = 4,
+               pricing: dict[str, Any] | str = PRICING) -> Path:
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_gate=GATE.format(dataset=questions(count), n=n))
+    path = pytester.path / "prices.yaml"
+    path.write_text(pricing if isinstance(pricing, str) else json.dumps(pricing))
+    return path
+
+
+def remote(server: ScriptedServer, pricing: Path) -> list[str]:
+    return ["--reliable-model=scripted", f"--reliable-base-url={server.base_url}",
+            f"--reliable-pricing={pricing}"]
+
+
+def test_spend_from_usage_equals_the_servers_bill_and_the_cache_saves_it(
+    pytester: pytest.Pytester,
+) -> None:
+    pricing = write_gate(pytester)
+    with ScriptedServer(right_option, cached_prompt_tokens=lambda body: 2) as server:
+        result, report = run_json(pytester, *remote(server, pricing))
+        result.assert_outcomes(passed=1)
+        bill = server.billed_usd(**PRICES)
+        [entry] = report["tests"]
+        cost = entry["cost"]
+        assert bill > 0.1  # tens of cents, not rounding noise
+        assert cost["usd"] == pytest.approx(bill, abs=1e-6)
+        assert round(cost["usd"], 2) == round(bill, 2)  # to the cent
+        assert (cost["prompt_tokens"], cost["completion_tokens"]) == (
+            server.billed["prompt"], server.billed["completion"])
+        # Fixed mode, 2 wrappers, n=4: each prompt twice at temperature 0, paid once, reused once.
+        assert cost["estimated"] is False
+        # (and the canonical pass reuses the first wrapper's answers).
+        calls = entry["calls"]
+        assert cost["cached_usd_saved"] == pytest.approx(
+            cost["usd"] * calls["cached"] / calls["made"], abs=1e-6)
+        assert report["cost"]["usd"] == cost["usd"]
+        # The next run is served from the cache: nothing paid now, the first run's cost saved.
+        requests = server.requests
+        result, replay = run_json(pytester, *remote(server, pricing), name="replay.json")
+        result.assert_outcomes(passed=1)
+        assert server.requests == requests
+    again = replay["tests"][0]["cost"]
+    assert again["usd"] == 0
+    assert again["cached_usd_saved"] == pytest.approx(cost["usd"] + cost["cached_usd_saved"],
+                                                      abs=1e-6)
+    assert replay["cost"]["cached_usd_saved"] == again["cached_usd_saved"]
+
+
+def test_a_usd_budget_stops_within_one_call_of_its_limit(pytester: pytest.Pytester) -> None:
+    pricing = write_gate(pytester, count=12)
+    limit = 0.5
+    with ScriptedServer(right_option) as server:
+        result, report = run_json(pytester, *remote(server, pricing), "--reliable-no-cache",
+                                  f"--reliable-budget={limit}usd", "--reliable-concurrency=4")
+        bill = server.billed_usd(**PRICES)
+        calls = server.completed
+    result.assert_outcomes(failed=1)
+    [entry] = report["tests"]
+    assert entry["verdict"] == "error"
+    result.stdout.fnmatch_lines(["*--reliable-budget 0.5usd is spent for the whole run*"])
+    assert 0 < calls < 12 * 2
+    # A call reserves its most possible cost (prompt estimate + max_tokens at the output price):
+    # the bill never passes the limit, and stops short of it by less than one such call.
+    one_call_at_most = (60 * PRICES["input"] + 32 * PRICES["output"]) / 1e6
+    assert bill <= limit
+    assert limit - bill < one_call_at_most
+    assert entry["cost"]["usd"] == pytest.approx(bill, abs=1e-6)
+
+
+def test_a_callable_is_priced_by_its_id_on_estimated_tokens(pytester: pytest.Pytester) -> None:
+    write_project(pytester)  # the scripted callable text_model(..., id="scripted-format-...")
+    pricing = pytester.path / "prices.yaml"
+    pricing.write_text("models:\n  'scripted-format-*': {input: 1000, output: 1000}\n")
+    result, report = run_json(pytester, f"--reliable-pricing={pricing}", "--reliable-no-cache")
+    result.assert_outcomes(passed=1, failed=1)
+    # At temperature 0 the two tests share their 10 distinct prompts: 10 calls are paid once.
+    assert all(entry["cost"]["estimated"] is True for entry in report["tests"])
+    total = report["cost"]
+    made = sum(entry["calls"]["made"] for entry in report["tests"])
+    assert made == 10 and total["estimated"] is True
+    # 4 characters a token: the prompts are ~130 characters, the answers one letter (1 token).
+    assert total["completion_tokens"] == made and total["prompt_tokens"] > 25 * made
+    assert total["usd"] == pytest.approx(
+        (total["prompt_tokens"] + total["completion_tokens"]) * 1000 / 1e6)
+    # What the cache served (in-run reuse) is counted as saved, at the same estimated price.
+    assert total["cached_usd_saved"] > total["usd"]
+
+
+def test_without_a_price_table_nothing_is_charged(pytester: pytest.Pytester) -> None:
+    write_project(pytester, conftest=CONFTEST)
+    _, report = run_json(pytester, "--reliable-no-cache")
+    assert all(entry["cost"]["usd"] == 0 for entry in report["tests"])
+    assert report["cost"]["usd"] == 0
+
+
+@pytest.mark.parametrize(("pricing", "said"), [
+    ("models:\n  scripted: {input: 1}\n", "*prices.yaml: models.scripted.output is missing*"),
+    ("models:\n  scripted: {input: 1, output: -2}\n",
+     "*models.scripted.output is -2: give a number >= 0*"),
+    ("models:\n  scripted: {input: 1, output: 2, bacth: 0.5}\n",
+     "*models.scripted.bacth is not a price field*"),
+    ("prices: {}\n", "*prices.yaml: unknown top-level field 'prices'*"),
+    ("models: [\n", "*prices.yaml is not valid YAML*"),
+])
+def test_a_bad_price_table_is_a_usage_error_naming_file_and_field(
+    pytester: pytest.Pytester, pricing: str, said: str,
+) -> None:
+    path = write_gate(pytester, pricing=pricing)
+    if "top-level" in said:
+        said = "*prices.yaml: needs a top-level 'models' mapping*"
+    result = pytester.runpytest_subprocess(f"--reliable-pricing={path}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([said])
+
+
+def test_a_usd_budget_needs_a_price_for_every_model_before_any_call(
+    pytester: pytest.Pytester,
+) -> None:
+    pricing = write_gate(pytester)
+    result = pytester.runpytest_subprocess("--reliable-budget=5usd")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--reliable-budget 5usd needs prices: give --reliable-pricing*"])
+    with ScriptedServer(right_option) as server:
+        result = pytester.runpytest_subprocess(
+            "--reliable-model=unpriced", f"--reliable-base-url={server.base_url}",
+            f"--reliable-pricing={pricing}", "--reliable-budget=5usd,100calls")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines(
+            ["*--reliable-budget 5usd: model openai:unpriced@127.0.0.1 has no price in *"])
+        assert server.requests == 0
+
+
+def test_an_unpriced_model_fixture_under_a_usd_budget_stops_before_its_calls(
+    pytester: pytest.Pytester,
+) -> None:
+    write_project(pytester)
+    pricing = pytester.path / "prices.yaml"
+    pricing.write_text("models:\n  gpt-4o-mini: {input: 0.15, output: 0.6}\n")
+    result = pytester.runpytest_subprocess(f"--reliable-pricing={pricing}",
+                                           "--reliable-budget=1usd", "-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["*model scripted-format-sensitive has no price in *"])
