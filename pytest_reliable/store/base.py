@@ -204,6 +204,19 @@ class Store(ABC):
     def ledger(self, run_id: str) -> Ledger:
         """The budget ledger of ``run_id`` (created on first use)."""
 
+    def _mean_completion_tokens(self, model: str) -> float | None:
+        """The mean completion tokens of ``model``'s stored answers that report them (None: no
+        such answer). Backends answer it in one query."""
+        return None
+
+    def mean_completion_tokens(self, model: str) -> float | None:
+        """What ``--reliable-plan`` expects an answer of ``model`` to cost in output tokens (SPEC
+        13); a store that cannot be read knows none."""
+        try:
+            return self._mean_completion_tokens(model)
+        except StoreUnavailable:
+            return None
+
     def _failure_fix(self) -> str:
         """What to do when writes fail (the end of the one report)."""
         return "check the store"

@@ -311,6 +311,18 @@ class LocalStore(Store):
             except (sqlite3.Error, OSError, ValueError) as error:
                 raise _unavailable(error) from None
 
+    def _mean_completion_tokens(self, model: str) -> float | None:
+        with self._conn_lock:
+            if self._conn is None:
+                return None
+            try:
+                found = self._conn.execute(
+                    "SELECT AVG(completion_tokens) FROM responses WHERE model = ? AND"
+                    " completion_tokens IS NOT NULL", (model,)).fetchone()
+            except sqlite3.Error as error:
+                raise _unavailable(error) from None
+        return None if found is None or found[0] is None else float(found[0])
+
     def _count(self) -> int:
         with self._conn_lock:
             if self._conn is None:

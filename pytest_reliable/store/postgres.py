@@ -276,6 +276,13 @@ class PostgresStore(Store):
         else:
             self._query(sql, values, many=True)
 
+    def _mean_completion_tokens(self, model: str) -> float | None:
+        if not self.has_schema:
+            return None
+        found = self._query("SELECT AVG(completion_tokens) FROM reliable_answers WHERE model = %s"
+                            " AND completion_tokens IS NOT NULL", (model,))
+        return None if not found or found[0][0] is None else float(found[0][0])
+
     def _count(self) -> int:
         if not self.has_schema:
             return 0

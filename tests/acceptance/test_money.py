@@ -161,3 +161,26 @@ def test_an_unpriced_model_fixture_under_a_usd_budget_stops_before_its_calls(
                                            "--reliable-budget=1usd", "-p", "no:randomly")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines(["*model scripted-format-sensitive has no price in *"])
+
+
+def test_the_plan_estimates_the_spend_per_test_and_in_total_and_the_run_stays_under_it(
+    pytester: pytest.Pytester,
+) -> None:
+    pricing = write_gate(pytester, count=6, n=4)
+    with ScriptedServer(right_option) as server:
+        plan = pytester.runpytest_subprocess(*remote(server, pricing), "--reliable-plan")
+        assert plan.ret == 0 and server.requests == 0
+        out = plan.stdout.str()
+        # 6 questions x 2 wrappers: 12 distinct prompts at temperature 0, output at max_tokens 32
+        plan.stdout.fnmatch_lines(["*spend: ~$* (model $*, judge $0.0000) for 12 uncached calls:"
+                                   "* output tokens (output from max_tokens)*",
+                                   "total spend: ~$*"])
+        planned = float(out.split("spend: ~$")[1].split(" ")[0])
+        result, report = run_json(pytester, *remote(server, pricing))
+        result.assert_outcomes(passed=1)
+        paid = report["cost"]["usd"]
+        assert 0 < paid <= planned  # max_tokens is an upper bound on the answers
+        # After a run, the cache knows the model's answers: the plan says they cost nothing now
+        # and what they saved; a new question's output is priced at the cache's mean.
+        plan = pytester.runpytest_subprocess(*remote(server, pricing), "--reliable-plan")
+        plan.stdout.fnmatch_lines(["*spend: ~$0.0000 * for 0 uncached calls*the cache saves $*"])
