@@ -34,12 +34,21 @@ def remote(server: ScriptedServer, pricing: Path) -> list[str]:
 
 
 def test_spend_from_usage_equals_the_servers_bill_and_the_cache_saves_it(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pricing = write_gate(pytester)
+    summary, page = pytester.path / "summary.md", pytester.path / "page.html"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("COLUMNS", "200")  # a narrow terminal drops the optional columns
     with ScriptedServer(right_option, cached_prompt_tokens=lambda body: 2) as server:
-        result, report = run_json(pytester, *remote(server, pricing))
+        result, report = run_json(pytester, *remote(server, pricing), f"--reliable-html={page}")
         result.assert_outcomes(passed=1)
+        # the table, the step summary and the page show it
+        shown = f"{report['cost']['usd']:.4f}"
+        result.stdout.fnmatch_lines(["*spend $*verdict*", f"test_gate*{shown}*passed",
+                                     f"spend: ${shown} (* prompt + * completion tokens paid)*"])
+        assert f"spend: ${shown}" in summary.read_text()
+        assert "spend (USD)" in page.read_text() and shown in page.read_text()
         bill = server.billed_usd(**PRICES)
         [entry] = report["tests"]
         cost = entry["cost"]
