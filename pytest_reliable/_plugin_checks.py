@@ -161,6 +161,15 @@ def lock_message(lock_path: Path, differences: list[str]) -> str:
             "--reliable-lock-update and commit reliable.lock.")
 
 
+def check_batch_or_usage_error(settings: Settings) -> None:
+    """``--reliable-batch`` talks to an OpenAI-compatible server's batch API."""
+    if settings.batch and (not settings.model or settings.model == "local"):
+        raise pytest.UsageError(
+            "--reliable-batch sends the calls to an OpenAI-compatible server's batch API "
+            "(/v1/files, /v1/batches): give --reliable-model NAME (and --reliable-base-url); the "
+            "embedded model has no batch API.")
+
+
 def check_pricing_or_usage_error(settings: Settings) -> None:
     """``--reliable-pricing``: the file is read and checked now; under a USD budget every model
     named on the command line (or ini) that the run will call needs a price, before any call.

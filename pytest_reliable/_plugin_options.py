@@ -188,6 +188,9 @@ OPTIONS = (
     Option("pricing", "price table (YAML): USD per million input/output/cached_input tokens "
            "and a batch multiplier per model name or glob, {models: {NAME: {input: 0.15, "
            "output: 0.6}}}; reports then show what the run spent.", kind="path"),
+    Option("batch", "send the uncached calls of each evaluation as one job to the provider's "
+           "batch API (/v1/files, /v1/batches: typically half price), wait for it, then gate; "
+           "a killed run resumes its batch. Needs --reliable-model NAME.", kind="bool"),
     Option("cache", "response cache file (default .reliable/cache.sqlite under the rootdir).",
            kind="path"),
     Option("no-cache", "no persistent response cache (in-run reuse at temperature 0 stays).",

@@ -21,7 +21,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
@@ -40,6 +40,9 @@ from pytest_reliable.models.base import (
 from pytest_reliable.pricing import Price, Spend, call_cost, max_call_usd
 from pytest_reliable.redact import redact
 from pytest_reliable.store.base import Ledger, Store, StoreUnavailable, StoreWarning
+
+if TYPE_CHECKING:
+    from pytest_reliable.batch import BatchTransport
 
 log = logging.getLogger("pytest_reliable.runner")
 
@@ -370,6 +373,7 @@ class Runner:
         context: str | None = None,
         prefix_order: bool = False,
         price: Price | None = None,
+        transport: BatchTransport | None = None,
     ) -> None:
         """``cache``: the run's store (answers and claims), or None (every call is made).
         ``prefix_order``: dispatch the calls sorted by their messages, so consecutive prompts
@@ -377,6 +381,8 @@ class Runner:
         stay in plan order. ``price``: what the model's calls cost (None: nothing counted)."""
         self.model = model
         self.price = price
+        self.transport = transport
+        """``--reliable-batch``: the uncached calls go through the provider's batch API."""
         self.cache = cache
         self.concurrency = max(1, int(concurrency))
         self.timeout = timeout
@@ -423,8 +429,20 @@ class Runner:
                     )
                 )
 
+        batched: dict[str, CallResult] = {}
+
         async def one(i: int) -> None:
             req, key = requests[i], keys[i]
+            if key in batched:
+                res = batched[key]
+                if res.status == "ok":  # the first occurrence made it; the others reuse it
+                    del batched[key]
+                    assert res.response is not None
+                    hits[key] = res.response
+                else:
+                    self._count_failure(res.status)
+                finish(i, res)
+                return
             if key in hits:
                 self._served_cached(req, hits[key])
                 finish(i, CallResult(hits[key], cached=True))
@@ -463,6 +481,9 @@ class Runner:
                 finish(i, CallResult(hits[keys[i]], cached=True))
             else:
                 pending.append(i)
+        if self.transport is not None and pending and not (
+                self.cache is not None and self.cache.replay_only):
+            batched.update(await self._answer_by_batch(requests, keys, pending))
         if self.prefix_order:
             pending.sort(key=lambda i: requests[i].messages)
         # Tasks start in list order and the semaphore is fair, so calls are made in that order.
@@ -537,11 +558,11 @@ class Runner:
             await asyncio.sleep(delay)
             delay = min(CLAIM_POLL_MAX_S, delay * 1.5)
 
-    def _reservation(self, req: Request) -> float:
+    def _reservation(self, req: Request, *, batch: bool = False) -> float:
         """The most one attempt of ``req`` may cost (reserved from a USD budget)."""
         if self.price is None or self.budget is None or self.budget.max_usd is None:
             return 0.0
-        return max_call_usd(self.price, req.messages, req.params.max_tokens)
+        return max_call_usd(self.price, req.messages, req.params.max_tokens, batch=batch)
 
     async def _reserve(self, usd: float = 0.0) -> bool:
         """One attempt's share of the budget (the ledger's database is off the event loop).
@@ -610,22 +631,75 @@ class Runner:
             request_seed.reset(seed_token)
         if not isinstance(response, ModelResponse):
             response = ModelResponse(text=str(response))
-        # Every attempt sent reserved its most possible cost; the answer's usage settles them:
-        # failed attempts are charged nothing (not knowing their usage), this one its real cost.
+        await self._paid(req, key, response, reserved * attempts)
+        return CallResult(response, False, "ok", None, attempts, attempts - 1)
+
+    async def _paid(self, req: Request, key: str, response: ModelResponse,
+                    reserved: float) -> None:
+        """Keep a paid answer and count it. Every attempt sent reserved its most possible cost;
+        the answer's usage settles them: failed attempts are charged nothing (not knowing their
+        usage), this one its real cost."""
         cost = call_cost(self.price, req.messages, response) if self.price is not None else None
-        settle = (cost.usd if cost is not None else 0.0) - reserved * attempts
+        settle = (cost.usd if cost is not None else 0.0) - reserved
         if self.cache is not None or (self.budget is not None and self.budget.ledger is not None):
-            await asyncio.to_thread(self._keep, key, req, response, settle, reserved * attempts)
+            await asyncio.to_thread(self._keep, key, req, response, settle, reserved)
         else:
-            self._keep(key, req, response, settle, reserved * attempts)
+            self._keep(key, req, response, settle, reserved)
         if cost is not None:
             self.stats.spend.add(Spend(cost.usd, cost.prompt_tokens, cost.completion_tokens,
                                        0.0, cost.estimated))
         self.stats.made += 1
         self.stats.prompt_tokens += response.prompt_tokens or 0
-        self.stats.prompt_tokens_evaluated += self._evaluated_tokens(messages, response)
+        self.stats.prompt_tokens_evaluated += self._evaluated_tokens(req.message_dicts(),
+                                                                     response)
         self.stats.completion_tokens += response.completion_tokens or 0
-        return CallResult(response, False, "ok", None, attempts, attempts - 1)
+
+    # -- the batch transport (``--reliable-batch``, `pytest_reliable.batch`) ----------------------
+    async def _answer_by_batch(self, requests: Sequence[Request], keys: list[str],
+                               pending: list[int]) -> dict[str, CallResult]:
+        """The pending requests' results through the batch transport, by key: each distinct
+        request reserves its most possible cost (at the batch price) first; what the budget
+        refuses is not sent."""
+        assert self.transport is not None
+        results: dict[str, CallResult] = {}
+        granted: dict[str, Request] = {}
+        reserved: dict[str, float] = {}
+        for i in pending:
+            key, req = keys[i], requests[i]
+            if key in granted or key in results:
+                continue
+            usd = self._reservation(req, batch=True)
+            if await self._reserve_once(usd):
+                granted[key], reserved[key] = req, usd
+            else:
+                results[key] = CallResult(None, False, "not_run",
+                                          "budget exhausted: call not started")
+        if not granted:
+            return results
+
+        def progress(answered: int, total: int, failed: int) -> None:
+            if self.on_progress is not None:
+                self.on_progress(ProgressEvent(answered + failed, total, 0, answered, failed))
+
+        answered = await self.transport.answer(granted, progress)
+        for key, req in granted.items():
+            response = answered.answers.get(key)
+            if response is None:
+                await self._release(reserved[key])
+                results[key] = CallResult(None, False, "error",
+                                          answered.failures.get(key, "batch: no answer"), 1, 0)
+                continue
+            await self._paid(req, key, response, reserved[key])
+            results[key] = CallResult(response, False, "ok", None, 1, 0)
+        return results
+
+    async def _reserve_once(self, usd: float) -> bool:
+        """`_reserve` without waiting for calls in flight (a batch's settle only at its end)."""
+        if self.budget is None:
+            return True
+        if self.budget.ledger is None:
+            return self.budget.try_start(usd)
+        return await asyncio.to_thread(self.budget.try_start, usd)
 
     def _keep(self, key: str, req: Request, response: ModelResponse, usd: float = 0.0,
               released: float = 0.0) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_reliable.baseline import (
     BaselineChoice,
@@ -55,6 +55,9 @@ from pytest_reliable.space import Space
 from pytest_reliable.store import Store, StoreConfig, open_store
 from pytest_reliable.summary import RangeSummary, Summary, check_scores, summarize
 from pytest_reliable.tasks import Task
+
+if TYPE_CHECKING:
+    from pytest_reliable.batch import BatchTransport
 
 log = logging.getLogger("pytest_reliable.session")
 
@@ -238,7 +241,20 @@ class ReliableSession:
             context=nodeid,
             prefix_order=declared == 1,
             price=self.price_of(model),
+            transport=self.batch_transport(model),
         )
+
+    def batch_transport(self, model: AsyncModel) -> BatchTransport | None:
+        """``--reliable-batch``: the batch API of the OpenAI-compatible adapter (other models,
+        a user's callable, are called directly)."""
+        from pytest_reliable.models.openai_compat import OpenAICompatibleModel
+
+        if not self.settings.batch or not isinstance(model, OpenAICompatibleModel) \
+                or is_embedded(model):
+            return None
+        from pytest_reliable.batch import BatchTransport
+
+        return BatchTransport(model, self.cache)
 
     # -- spaces and data -------------------------------------------------------------------
     def space(self, space: Space | str | None) -> Space:

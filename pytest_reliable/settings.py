@@ -51,6 +51,8 @@ class Settings:
     budget_tokens: int | None = None
     budget_usd: float | None = None
     """``--reliable-budget 5usd``: needs ``pricing_path``."""
+    batch: bool = False
+    """``--reliable-batch``: the adapter's uncached calls go through the batch API."""
     pricing_path: Path | None = None
     """``--reliable-pricing``: the price table (SPEC section 13); None: spend is not counted."""
     cache_path: Path | None = None

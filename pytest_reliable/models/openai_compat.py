@@ -193,6 +193,31 @@ class OpenAICompatibleModel:
             extra=extra,
         )
 
+    # -- the batch API (SPEC section 13; `pytest_reliable.batch` drives it) ----------------------
+    def batch_line(self, custom_id: str, messages: list[Message],
+                   params: SamplingParams) -> dict[str, Any]:
+        """One request of a batch input file: the body `acomplete` would send."""
+        body: dict[str, Any] = {"model": self.model, "temperature": params.temperature,
+                                "max_tokens": params.max_tokens}
+        if params.top_p is not None:
+            body["top_p"] = params.top_p
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if params.logprobs is not None or self.use_completions:
+            if params.logprobs is not None:
+                body["logprobs"] = params.logprobs
+            body["prompt"] = render_text_prompt(messages)
+            url = "/v1/completions"
+        else:
+            body["messages"] = messages
+            url = "/v1/chat/completions"
+        return {"custom_id": custom_id, "method": "POST", "url": url, "body": body}
+
+    @property
+    def batch_client(self) -> Any:
+        """The client of the running loop (files and batches endpoints)."""
+        return self._client
+
     def _status_error(self, exc: Any) -> ModelCallError:
         status = int(exc.status_code)
         if status == 401:
@@ -215,6 +240,27 @@ class OpenAICompatibleModel:
                 await client.close()
             elif not loop.is_closed() and loop.is_running():
                 await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(client.close(), loop))
+
+
+def response_from_body(body: dict[str, Any]) -> ModelResponse:
+    """A chat-completions or completions response body (a batch output line's) as an answer."""
+    choice = (body.get("choices") or [{}])[0]
+    message = choice.get("message")
+    text = (message or {}).get("content") if message is not None else choice.get("text")
+    logprobs = None
+    lp = choice.get("logprobs") if message is None else None
+    if lp:
+        tokens = lp.get("tokens") or []
+        logprobs = [{"token": t, "logprob": lg, "top": top} for t, lg, top in zip(
+            tokens, lp.get("token_logprobs") or [], lp.get("top_logprobs") or [None] * len(tokens))]
+    usage = body.get("usage") or {}
+    extra: dict[str, Any] = {"batch": True}
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    if cached:
+        extra["cached_prompt_tokens"] = int(cached)
+    return ModelResponse(text=str(text or ""), logprobs=logprobs,
+                         prompt_tokens=usage.get("prompt_tokens"),
+                         completion_tokens=usage.get("completion_tokens"), extra=extra)
 
 
 def _exc_text(exc: BaseException) -> str:

@@ -344,6 +344,24 @@ class Store(ABC):
         with self._lock:
             return stored + len(self._pending)
 
+    # -- pending batches (SPEC section 13): a killed run resumes its batch ------------------------
+    def _batch_ids(self) -> dict[str, str]:
+        """Where a backend without a table keeps them: this process's memory."""
+        if not hasattr(self, "_memory_batches"):
+            self._memory_batches: dict[str, str] = {}
+        return self._memory_batches
+
+    def pending_batch(self, name: str) -> str | None:
+        """The provider's id of the batch sent for ``name`` (a set of requests) and not yet
+        collected, if one was sent."""
+        return self._batch_ids().get(name)
+
+    def keep_batch(self, name: str, batch_id: str) -> None:
+        self._batch_ids()[name] = batch_id
+
+    def forget_batch(self, name: str) -> None:
+        self._batch_ids().pop(name, None)
+
     # -- claims (single-flight) --------------------------------------------------------------------
     def claim(self, key: str) -> Claim:
         """Try to become the one process that calls the model for ``key`` (never waits).

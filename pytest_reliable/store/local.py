@@ -16,6 +16,7 @@ named with the fix; no message ever advises deleting a response cache.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -24,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_reliable.files import sha256_hex, write_atomic
 from pytest_reliable.nstar_store import NStarEntries, NStarKey, NStarStore
 from pytest_reliable.store.base import (
     AnswerRow,
@@ -234,6 +236,37 @@ class LocalStore(Store):
             NStarStore(directory, self.claims) if directory is not None
             else MemoryNStar(self.claims)
         )
+
+    # -- pending batches: one small file each, next to the n* entries ---------------------------
+    def _batch_file(self, name: str) -> Path | None:
+        directory = getattr(self.nstar, "directory", None)
+        if not isinstance(directory, Path):
+            return None
+        return directory.parent / "batches" / f"{sha256_hex(name)[:32]}.json"
+
+    def pending_batch(self, name: str) -> str | None:
+        path = self._batch_file(name)
+        if path is None:
+            return super().pending_batch(name)
+        try:
+            return str(json.loads(path.read_text())["batch_id"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def keep_batch(self, name: str, batch_id: str) -> None:
+        path = self._batch_file(name)
+        if path is None:
+            super().keep_batch(name, batch_id)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps({"name": name, "batch_id": batch_id}))
+
+    def forget_batch(self, name: str) -> None:
+        path = self._batch_file(name)
+        if path is None:
+            super().forget_batch(name)
+            return
+        path.unlink(missing_ok=True)
 
     @classmethod
     def open(cls, path: str | Path, record_mode: str = "new") -> LocalStore:

@@ -298,6 +298,28 @@ class PostgresStore(Store):
     def ledger(self, run_id: str) -> Ledger:
         return PostgresLedger(self, run_id)
 
+    def pending_batch(self, name: str) -> str | None:
+        try:
+            found = self._query("SELECT batch_id FROM reliable_batches WHERE name = %s", (name,))
+        except StoreUnavailable:
+            return None
+        return str(found[0][0]) if found else None
+
+    def keep_batch(self, name: str, batch_id: str) -> None:
+        try:
+            self._query("INSERT INTO reliable_batches(name, batch_id, created) VALUES(%s, %s, %s)"
+                        " ON CONFLICT (name) DO UPDATE SET batch_id = EXCLUDED.batch_id",
+                        (name, batch_id, time.time()))
+        except StoreUnavailable:
+            super().keep_batch(name, batch_id)  # this process can still resume it
+
+    def forget_batch(self, name: str) -> None:
+        super().forget_batch(name)
+        try:
+            self._query("DELETE FROM reliable_batches WHERE name = %s", (name,))
+        except StoreUnavailable:
+            pass
+
     def rows(self, batch: int = 2000) -> Iterator[list[AnswerRow]]:
         """Every stored row, in key order, in batches (for ``cache export``)."""
         if not self.has_schema:

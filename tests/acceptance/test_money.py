@@ -193,3 +193,98 @@ def test_the_plan_estimates_the_spend_per_test_and_in_total_and_the_run_stays_un
         # and what they saved; a new question's output is priced at the cache's mean.
         plan = pytester.runpytest_subprocess(*remote(server, pricing), "--reliable-plan")
         plan.stdout.fnmatch_lines(["*spend: ~$0.0000 * for 0 uncached calls*the cache saves $*"])
+
+
+# -- --reliable-batch ------------------------------------------------------------------------------
+BATCH_PRICING = {"models": {"scripted": {**PRICES, "batch": 0.5}}}
+
+
+def verdicts(report: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [(e["nodeid"], e["verdict"], e["mean"], e["canonical"], e["formats"],
+             [(t["name"], t["observed"], t["bound"], t["passed"]) for t in e["thresholds"]])
+            for e in report["tests"]]
+
+
+def test_batch_mode_makes_no_chat_call_pays_half_and_gives_the_same_verdicts(
+    pytester: pytest.Pytester,
+) -> None:
+    pricing = write_gate(pytester, count=6, n=4, pricing=BATCH_PRICING)
+    with ScriptedServer(right_option, batch_delay=0.5) as server:
+        result, batched = run_json(pytester, *remote(server, pricing), "--reliable-batch",
+                                   "--reliable-no-cache", name="batched.json")
+        result.assert_outcomes(passed=1)
+        assert server.paths["/v1/chat/completions"] == 0
+        assert (len(server.batches), server.batch_lines) == (1, 12)  # 12 distinct prompts
+        bill = server.billed_usd(**PRICES, batch=0.5)
+        live, direct = run_json(pytester, *remote(server, pricing), "--reliable-no-cache",
+                                name="direct.json")
+        live.assert_outcomes(passed=1)
+        assert server.paths["/v1/chat/completions"] == 12
+    assert verdicts(batched) == verdicts(direct)
+    assert batched["cost"]["usd"] == pytest.approx(bill, abs=1e-6)
+    assert batched["cost"]["usd"] == pytest.approx(direct["cost"]["usd"] / 2, abs=1e-6)
+    assert batched["tests"][0]["calls"] == {**direct["tests"][0]["calls"]}
+
+
+def test_failed_batch_lines_are_sent_once_more(pytester: pytest.Pytester) -> None:
+    pricing = write_gate(pytester, count=6, n=4, pricing=BATCH_PRICING)
+    failed_once: set[str] = set()
+
+    def fail_first_time(line: dict[str, Any]) -> bool:
+        key = line["custom_id"]
+        if key in failed_once or len(failed_once) >= 5:
+            return False
+        failed_once.add(key)
+        return True
+
+    with ScriptedServer(right_option, batch_failures=fail_first_time) as server:
+        result, report = run_json(pytester, *remote(server, pricing), "--reliable-batch",
+                                  "--reliable-no-cache")
+        result.assert_outcomes(passed=1)
+        assert (len(server.batches), server.batch_lines) == (2, 12 + 5)
+        assert server.paths["/v1/chat/completions"] == 0
+    assert report["tests"][0]["verdict"] == "passed"
+
+
+def test_an_expired_batch_leaves_an_error_not_a_wrong_answer(pytester: pytest.Pytester) -> None:
+    pricing = write_gate(pytester, count=6, n=4, pricing=BATCH_PRICING)
+    with ScriptedServer(right_option, batch_expires=True) as server:
+        result, report = run_json(pytester, *remote(server, pricing), "--reliable-batch",
+                                  "--reliable-no-cache")
+        # half of each batch expires: 12 lines, then the 6 left, then 3 of them stay unanswered
+        assert (len(server.batches), server.batch_lines) == (2, 12 + 6)
+    result.assert_outcomes(failed=1)
+    [entry] = report["tests"]
+    assert entry["verdict"] == "error" and entry["mean"] is None
+    result.stdout.fnmatch_lines(["*batch_expired*"])
+
+
+def test_a_run_killed_while_its_batch_runs_resumes_that_batch(pytester: pytest.Pytester) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pricing = write_gate(pytester, count=6, n=4, pricing=BATCH_PRICING)
+    with ScriptedServer(right_option, batch_delay=3600) as server:
+        args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
+                *remote(server, pricing), "--reliable-batch", "--reliable-report=report.json"]
+        first = subprocess.Popen(args, cwd=pytester.path, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while not server.batches and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)  # waiting for it now
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+        assert (len(server.batches), server.batch_lines) == (1, 12)
+        server.batch_delay = 0.0
+        rerun = subprocess.run(args, cwd=pytester.path, capture_output=True, text=True,
+                               timeout=300)
+        assert rerun.returncode == 0, rerun.stdout
+        # the same batch was collected: nothing sent, nothing paid again
+        assert (len(server.batches), server.batch_lines) == (1, 12)
+        assert server.paths["/v1/chat/completions"] == 0 and server.paths["/v1/files"] == 1
+    entry = json.loads((pytester.path / "report.json").read_text())["tests"][0]
+    assert entry["verdict"] == "passed" and entry["calls"]["made"] == 12
