@@ -81,13 +81,14 @@ class BatchTransport:
     async def _round(self, requests: dict[str, Request], round_: int,
                      on_progress: Progress | None) -> BatchResult:
         name = batch_name(list(requests), self.model.identity, round_)
-        batch_id = self.store.pending_batch(name) if self.store is not None else None
+        store = self.store  # its database may be another machine: off the event loop
+        batch_id = await asyncio.to_thread(store.pending_batch, name) if store else None
         client = self.model.batch_client
         try:
             if batch_id is None:
                 batch_id = await self._send(client, requests)
-                if self.store is not None:
-                    self.store.keep_batch(name, batch_id)
+                if store is not None:
+                    await asyncio.to_thread(store.keep_batch, name, batch_id)
             else:
                 self.batches_resumed += 1
                 log.info("pytest-reliable: resuming batch %s (sent by an earlier run)", batch_id)
@@ -102,8 +103,8 @@ class BatchTransport:
                 raise
             text = f"{type(error).__name__}: {error}"
             return BatchResult({}, {key: f"batch: {text}" for key in requests})
-        if self.store is not None:
-            self.store.forget_batch(name)
+        if store is not None:
+            await asyncio.to_thread(store.forget_batch, name)
         return result
 
     async def _send(self, client: Any, requests: dict[str, Request]) -> str:

@@ -382,3 +382,15 @@ def test_a_budget_ledger_from_before_usd_budgets_is_upgraded(tmp_path: Path) -> 
     assert ledger.reserve(None, None, 0.5, 0.25) and ledger.totals() == (4, 10, 0)
     assert ledger.spent_usd() == pytest.approx(0.25)
     ledger.close()
+
+
+def test_a_pending_batch_id_outlives_the_process_that_sent_it(backend: Backend) -> None:
+    """SPEC 13: a run killed while its batch runs finds the batch's id on the next run."""
+    backend.open().keep_batch("model:0:abc", "batch-7")
+    later = backend.open()  # another process, the next run
+    assert later.pending_batch("model:0:abc") == "batch-7"
+    assert later.pending_batch("model:1:abc") is None
+    later.keep_batch("model:0:abc", "batch-8")  # sent again (the provider lost it): replaced
+    assert backend.open().pending_batch("model:0:abc") == "batch-8"
+    later.forget_batch("model:0:abc")
+    assert backend.open().pending_batch("model:0:abc") is None
