@@ -288,3 +288,30 @@ def test_a_run_killed_while_its_batch_runs_resumes_that_batch(pytester: pytest.P
         assert server.paths["/v1/chat/completions"] == 0 and server.paths["/v1/files"] == 1
     entry = json.loads((pytester.path / "report.json").read_text())["tests"][0]
     assert entry["verdict"] == "passed" and entry["calls"]["made"] == 12
+
+
+def test_one_usd_budget_for_every_host_sharing_a_store(
+    tmp_path: Path, postgres_server: Any, postgres_url: str,
+) -> None:
+    """SPEC 13 with section 10: three hosts, one run id, one PostgreSQL ledger in dollars."""
+    from tests.acceptance.test_many_machines import finish, project, start_host
+
+    limit = 0.5
+    with ScriptedServer(right_option, latency=0.02) as server:
+        hosts = [project(tmp_path, f"host{i}", GATE, count=10, prefix=f"host {i}: ")
+                 for i in range(3)]
+        for host in hosts:
+            (host / "prices.yaml").write_text(json.dumps(PRICING))
+        running = [start_host(h, server, postgres_url, "--reliable-run-id=ci-usd",
+                              "--reliable-pricing=prices.yaml", f"--reliable-budget={limit}usd")
+                   for h in hosts]
+        outcomes = [finish(host) for host in running]
+        bill = server.billed_usd(**PRICES)
+    # each host's 20 prompts would cost about $0.9: together they stop below $0.50, within one
+    # call (a host whose own calls are in flight waits for them before it gives up)
+    one_call_at_most = (60 * PRICES["input"] + 32 * PRICES["output"]) / 1e6
+    assert limit - one_call_at_most < bill <= limit, [out for _, out in outcomes]
+    rows = postgres_server.execute(postgres_url.rsplit("/", 1)[1],
+                                   "SELECT usd FROM reliable_budget WHERE run = %s", "ci-usd")
+    assert float(rows[0][0]) == pytest.approx(bill, abs=1e-6)
+    assert any("--reliable-budget 0.5usd is spent for the whole run" in out for _, out in outcomes)
