@@ -159,3 +159,39 @@ def lock_message(lock_path: Path, differences: list[str]) -> str:
     return (f"{LOCK_ERROR}the declared spaces differ from {lock_path.name} (pre-registration "
             f"broken), nothing was run:\n{lines}\nIf the change is intended, run once with "
             "--reliable-lock-update and commit reliable.lock.")
+
+
+def check_batch_or_usage_error(settings: Settings) -> None:
+    """``--reliable-batch`` talks to an OpenAI-compatible server's batch API."""
+    if settings.batch and (not settings.model or settings.model == "local"):
+        raise pytest.UsageError(
+            "--reliable-batch sends the calls to an OpenAI-compatible server's batch API "
+            "(/v1/files, /v1/batches): give --reliable-model NAME (and --reliable-base-url); the "
+            "embedded model has no batch API.")
+
+
+def check_pricing_or_usage_error(settings: Settings) -> None:
+    """``--reliable-pricing``: the file is read and checked now; under a USD budget every model
+    named on the command line (or ini) that the run will call needs a price, before any call.
+    (A model from a ``reliable_model`` fixture is checked before its first call.)"""
+    if settings.pricing_path is None:
+        return
+    from pytest_reliable.models.openai_compat import url_host
+    from pytest_reliable.pricing import PriceTable, PricingError
+
+    try:
+        table = PriceTable.load(settings.pricing_path)
+    except PricingError as error:
+        raise pytest.UsageError(f"--reliable-pricing: {error}") from None
+    if settings.budget_usd is None:
+        return
+    from pytest_reliable.session import unpriced_message
+
+    named = [(settings.model, settings.base_url), (settings.reference_model, settings.base_url),
+             (settings.baseline_model, settings.baseline_base_url or settings.base_url)]
+    for name, url in named:
+        if name is None or name == "local":
+            continue  # the embedded model costs nothing
+        identity = f"openai:{name}@{url_host(url)}"
+        if table.price_for([name, identity]) is None:
+            raise pytest.UsageError(unpriced_message(settings, identity) + "; nothing was run.")

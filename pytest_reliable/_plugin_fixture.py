@@ -112,11 +112,13 @@ class ReliableFixture:
         from pytest_reliable.errors import ReliableError
         from pytest_reliable.circular import CircularUsageError
         from pytest_reliable.judge import JudgeUsageError
+        from pytest_reliable.pricing import PricingError
 
         try:
             result = work()
         except ReliableError as error:
-            usage = isinstance(error, BaselineUsageError | JudgeUsageError | CircularUsageError)
+            usage = isinstance(error, BaselineUsageError | JudgeUsageError | CircularUsageError
+                               | PricingError)
             entry: ErrorEntry = {"nodeid": self._item.nodeid, "kind": kind, "verdict": "error",
                                  "message": str(error)}
             if usage:

@@ -70,21 +70,27 @@ def _seconds(text: str) -> float:
     return seconds
 
 
-def _budget(text: str) -> tuple[int | None, int | None]:
-    """(calls, tokens) from '200000', '500calls' or both as '200000,500calls'."""
+def _budget(text: str) -> tuple[int | None, int | None, float | None]:
+    """(calls, tokens, usd) from '200000', '500calls', '5usd' or several as '5usd,500calls'."""
     calls = tokens = None
+    usd: float | None = None
     for part in str(text).replace(" ", "").lower().split(","):
         try:
             if part.endswith("calls"):
                 calls = int(part[: -len("calls")])
+            elif part.endswith("usd"):
+                usd = float(part[: -len("usd")].removeprefix("$"))
+                if not math.isfinite(usd) or usd <= 0:
+                    raise ValueError(part)
             else:
                 tokens = int(part.removesuffix("tokens"))
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not valid: give tokens ('200000') "
-                                             "and/or calls ('500calls')") from None
+            raise argparse.ArgumentTypeError(f"{text!r} is not valid: give tokens ('200000'), "
+                                             "calls ('500calls') and/or US dollars ('5usd'), "
+                                             "several as '5usd,500calls'") from None
         if (calls is not None and calls < 1) or (tokens is not None and tokens < 1):
             raise argparse.ArgumentTypeError(f"{text!r} is not valid: budgets must be >= 1")
-    return calls, tokens
+    return calls, tokens, usd
 
 
 def _url(text: str) -> str:
@@ -176,8 +182,15 @@ OPTIONS = (
            convert=_seconds),
     Option("max-retries", "retries per call on 429/5xx/timeouts/dropped connections (default 5).",
            convert=_integer(0)),
-    Option("budget", "stop new model calls after this many tokens ('200000') and/or calls "
-           "('500calls'); several as 'N,Mcalls'.", convert=_budget),
+    Option("budget", "stop new model calls after this many tokens ('200000'), calls "
+           "('500calls') and/or US dollars ('5usd', needs --reliable-pricing); several as "
+           "'5usd,500calls'.", convert=_budget),
+    Option("pricing", "price table (YAML): USD per million input/output/cached_input tokens "
+           "and a batch multiplier per model name or glob, {models: {NAME: {input: 0.15, "
+           "output: 0.6}}}; reports then show what the run spent.", kind="path"),
+    Option("batch", "send the uncached calls of each evaluation as one job to the provider's "
+           "batch API (/v1/files, /v1/batches: typically half price), wait for it, then gate; "
+           "a killed run resumes its batch. Needs --reliable-model NAME.", kind="bool"),
     Option("cache", "response cache file (default .reliable/cache.sqlite under the rootdir).",
            kind="path"),
     Option("no-cache", "no persistent response cache (in-run reuse at temperature 0 stays).",
@@ -260,7 +273,7 @@ def option_value(config: pytest.Config, option: Option) -> Any:
 
 
 RENAMED = {"cache": "cache_path", "report": "report_path", "html": "html_path",
-           "config": "config_path", "store": "store_url"}
+           "config": "config_path", "store": "store_url", "pricing": "pricing_path"}
 """Options whose `Settings` field is not their own name (with underscores)."""
 
 
@@ -272,7 +285,11 @@ def read_settings(config: pytest.Config) -> Settings:
             "--reliable-no-cache with --reliable-record none leaves nothing to replay: "
             "drop one of them."
         )
-    budget_calls, budget_tokens = given.pop("budget") or (None, None)
+    budget_calls, budget_tokens, budget_usd = given.pop("budget") or (None, None, None)
+    if budget_usd is not None and given["pricing"] is None:
+        raise pytest.UsageError(
+            f"--reliable-budget {budget_usd:g}usd needs prices: give --reliable-pricing "
+            "PATH.yaml with {models: {NAME: {input: USD, output: USD}}} (per million tokens)")
     lock, lock_update = given.pop("lock"), given.pop("lock-update")
     if given["store"] is not None and given["cache"] is not None:
         raise pytest.UsageError("--reliable-cache names a local file and --reliable-store a "
@@ -288,6 +305,7 @@ def read_settings(config: pytest.Config) -> Settings:
               for name, value in given.items() if value is not None}
     return Settings(
         rootdir=config.rootpath, seed=seed, budget_calls=budget_calls, budget_tokens=budget_tokens,
+        budget_usd=budget_usd,
         lock_mode="update" if lock_update else ("check" if lock else None),
         run_id=run_id, **fields,
     )

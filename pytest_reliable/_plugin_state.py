@@ -66,6 +66,8 @@ class ReliableState:
         if settings.report_path is not None:
             checks.check_report_path(settings.report_path)
         checks.check_config_path(settings)
+        checks.check_pricing_or_usage_error(settings)
+        checks.check_batch_or_usage_error(settings)
         if settings.html_path is not None and not self.is_worker:
             checks.check_writable_or_usage_error("--reliable-html", settings.html_path)
         self.spaces: dict[str, Space] = checks.load_spaces_or_usage_error(settings.config_file)

@@ -27,6 +27,7 @@ import numpy as np
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.judge import Judge, JudgedItem, Verdict, judge_of
 from pytest_reliable.models.base import AsyncModel, SamplingParams
+from pytest_reliable.pricing import Spend
 from pytest_reliable.prompt import Prompt
 from pytest_reliable.render import render
 from pytest_reliable.runner import CallResult, Request, Runner, number_samples
@@ -566,6 +567,10 @@ class Evaluator:
             "prompt_tokens_sent": sum(r.stats.prompt_tokens for r in self.runners),
             "prompt_tokens_evaluated": sum(r.stats.prompt_tokens_evaluated for r in self.runners),
         }
+
+    def spend(self) -> Spend:
+        """What every run so far cost (SPEC section 13)."""
+        return Spend.total(r.stats.spend for r in self.runners)
 
     def _runner(self, on: AsyncModel) -> Runner:
         self.runners.append(self.runner_for(on))

@@ -124,6 +124,8 @@ class TestPlan:
     judge_calls: int = 0
     """A judge's calls (SPEC section 12), counted apart: at most one per answer and vote."""
     judge_detail: str | None = None
+    cost: dict[str, Any] | None = None
+    """The estimated spend (`PlanSpend.as_dict`; SPEC section 13), None when not estimated."""
 
     def lines(self) -> list[str]:
         head = f"{self.nodeid} ({self.kind}"
@@ -131,6 +133,8 @@ class TestPlan:
         out = [head, f"  calls: {self.calls_detail}"]
         if self.judge_detail:
             out.append(f"  judge calls: {self.judge_detail}")
+        if self.cost is not None:
+            out.append(f"  spend: {PlanSpend.describe(self.cost)}")
         if self.grouping:
             out.append(f"  ranges grouped by {self.grouping}")
         out += [f"  {r.describe(self.decide)}" for r in self.resolutions]
@@ -143,7 +147,7 @@ class TestPlan:
             "calls": self.calls, "calls_detail": self.calls_detail, "decide": self.decide,
             "grouping": self.grouping, "resolutions": [r.as_dict() for r in self.resolutions],
             "notes": list(self.notes), "judge_calls": self.judge_calls,
-            "judge_detail": self.judge_detail,
+            "judge_detail": self.judge_detail, "cost": self.cost,
         }
 
     @classmethod
@@ -168,6 +172,9 @@ def format_plans(plans: Sequence[TestPlan]) -> list[str]:
     if judged:
         out.append(f"judge calls: at most {judged} more, counted apart (one per answer and "
                    "vote; a repeated answer shares its votes)")
+    costs = [plan.cost for plan in plans if plan.cost is not None]
+    if costs:
+        out.append(f"total spend: {PlanSpend.describe(PlanSpend.add(costs))}")
     out.append(f"method: {METHOD}")
     return out
 
@@ -341,10 +348,12 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
                 detail += "; the pilot runs on the reference model, then n* on the model under test"
             notes.append(f"figures below are at n = {n} (the pilot); the gate's n* is known "
                          "only after the pilot")
+    spend = estimate_spend(session, nodeid, data, task, spec, n, user_model)
     if getattr(spec, "baseline", None) is not None or getattr(spec, "max_regression", None) \
             is not None:
         detail += f"; the baseline model: {calls} more (none from a stored baseline report)"
         calls *= 2
+        notes.append("spend: the baseline model's calls are not priced in this estimate")
     if getattr(spec, "circular", False):
         shifts = sum(len(task.options(example) or ()) for example in dataset)
         detail += (f"; circular=True: {shifts} cyclic shifts (the {instances} unshifted ones "
@@ -364,7 +373,7 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
     judge_calls, judge_detail = judge_plan(task, calls)
     return TestPlan(nodeid, "reliable", instances, calls, detail, decide,
                     grouping.label if grouping else None, resolutions, notes,
-                    judge_calls, judge_detail)
+                    judge_calls, judge_detail, spend.as_dict())
 
 
 def _resamplings(n: int) -> str:
@@ -409,3 +418,88 @@ def plan_checklist(session: ReliableSession, nodeid: str, data: Records, task: T
     judge_calls, judge_detail = judge_plan(task, calls)
     return TestPlan(nodeid, spec.kind, instances, calls, detail,
                     judge_calls=judge_calls, judge_detail=judge_detail)
+
+
+# -- money (SPEC section 13) ---------------------------------------------------------------------
+@dataclass
+class PlanSpend:
+    """The estimated USD of a test's planned calls, the model's and the judge's apart.
+
+    Prompt tokens come from the rendered prompts (`pricing.estimate_tokens`), output tokens from
+    the cache's mean for the model when it has answers of it, else the request's ``max_tokens``
+    (an upper bound). Answers already in the cache cost nothing now: their price is
+    ``cached_usd_saved``. Judge calls (SPEC section 12) are counted in ``judge_usd`` once a
+    test's grading makes them; none are planned yet."""
+
+    usd: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_usd_saved: float = 0.0
+    calls: int = 0
+    """Calls the plan would pay for (distinct uncached requests)."""
+    judge_usd: float = 0.0
+    output_from: str = "max_tokens"
+    """Where the output tokens came from: "max_tokens" or "cache mean"."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"usd": round(self.usd + self.judge_usd, 6), "model_usd": round(self.usd, 6),
+                "judge_usd": round(self.judge_usd, 6), "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "cached_usd_saved": round(self.cached_usd_saved, 6), "estimated": True,
+                "calls": self.calls, "output_from": self.output_from}
+
+    @staticmethod
+    def add(costs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        total: dict[str, Any] = {name: 0 for name in (
+            "usd", "model_usd", "judge_usd", "prompt_tokens", "completion_tokens",
+            "cached_usd_saved", "calls")}
+        for cost in costs:
+            for name in total:
+                total[name] += cost.get(name) or 0
+        total["estimated"] = True
+        total["output_from"] = ", ".join(sorted({str(c.get("output_from")) for c in costs}))
+        return total
+
+    @staticmethod
+    def describe(cost: Mapping[str, Any]) -> str:
+        text = (f"~${cost['usd']:.4f} (model ${cost['model_usd']:.4f}, judge "
+                f"${cost['judge_usd']:.4f}) for {cost['calls']} uncached calls: "
+                f"{cost['prompt_tokens']} prompt + {cost['completion_tokens']} output tokens "
+                f"(output from {cost['output_from']})")
+        if cost.get("cached_usd_saved"):
+            text += f"; the cache saves ${cost['cached_usd_saved']:.4f}"
+        return text
+
+
+def estimate_spend(session: ReliableSession, nodeid: str, data: Records, task: Task,
+                   spec: ReliableSpec, n: int, user_model: Any = None) -> PlanSpend:
+    """Render the first ``n`` resamplings and the canonical pass of the test (as the run would),
+    and price the distinct requests the cache does not hold."""
+    from dataclasses import replace
+
+    from pytest_reliable.cache import cache_key
+    from pytest_reliable.evaluation import plan_cells
+    from pytest_reliable.pricing import call_cost, estimate_tokens, prompt_text
+
+    test = session.reliable_test(nodeid, data, task, spec, user_model)
+    model = test.model
+    price = session.price_of(model)
+    cells = plan_cells(test.dataset, task, test.space, replace(test.evaluation(), n=n))
+    requests = {cache_key(model.identity, c.request.messages, c.request.params,
+                          c.request.sample_index, c.request.scope): c.request for c in cells}
+    store = session.cache
+    hits = store.get_many(list(requests)) if store.reads else {}
+    mean_output = store.mean_completion_tokens(model.identity)
+    spend = PlanSpend(output_from="max_tokens" if mean_output is None else "cache mean")
+    for key, request in requests.items():
+        if key in hits:
+            spend.cached_usd_saved += call_cost(price, request.messages, hits[key]).usd
+            continue
+        prompt = estimate_tokens(prompt_text(request.messages))
+        output = (request.params.max_tokens if mean_output is None
+                  else min(request.params.max_tokens, round(mean_output)))
+        spend.calls += 1
+        spend.prompt_tokens += prompt
+        spend.completion_tokens += output
+        spend.usd += price.usd(prompt, output)
+    return spend

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from pytest_reliable.baseline import BaselineComparison, per_instance
 from pytest_reliable.evaluation import ScoreMatrix
 from pytest_reliable.gate import ThresholdCheck
+from pytest_reliable.pricing import Spend
 from pytest_reliable.report.entries import (
     CallsEntry,
     CanonicalEntry,
@@ -77,6 +78,8 @@ class ReliableReport:
     stopped_early: bool = False
     stop_reason: str | None = None
     """Why the resamplings ended where they did, under ``stop_early`` (None otherwise)."""
+    spend: Spend = field(default_factory=Spend)
+    """What the test's calls cost (SPEC section 13): the JSON entry's ``cost``."""
     dataset_hash: str | None = None
     baseline: BaselineComparison | None = None
     """Candidate - baseline (SPEC section 9) when the test compares against a baseline."""
@@ -262,6 +265,7 @@ class ReliableReport:
             "stopped_early": self.stopped_early,
             "stop_reason": self.stop_reason,
             "calls": {"made": self.calls_made, "cached": self.calls_cached, **self.prompt_tokens},
+            "cost": self.spend.entry(),
             "decide": self.decide,
             "confidence": self.summary.confidence,
             "thresholds": [check.as_dict() for check in self.thresholds],
@@ -300,6 +304,7 @@ class ChecklistReport:
     calls_made: int
     calls_cached: int
     problems: list[str] = field(default_factory=list)
+    spend: Spend = field(default_factory=Spend)
 
     # The CheckList result's fields, as in the JSON entry (SPEC section 8).
     @property
@@ -366,6 +371,7 @@ class ChecklistReport:
                 "model": self.model,
                 "space_hash": self.space_hash,
                 "calls": {"made": self.calls_made, "cached": self.calls_cached},
+                "cost": self.spend.entry(),
                 "message": None if self.passed else self.failure_message(),
             }
         )

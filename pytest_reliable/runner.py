@@ -27,8 +27,8 @@ import random
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
@@ -49,8 +49,12 @@ from pytest_reliable.models.base import (
     request_seed,
     seed_from_key,
 )
+from pytest_reliable.pricing import Price, Spend, call_cost, max_call_usd
 from pytest_reliable.redact import redact
 from pytest_reliable.store.base import Ledger, Store, StoreUnavailable, StoreWarning
+
+if TYPE_CHECKING:
+    from pytest_reliable.batch import BatchTransport
 
 log = logging.getLogger("pytest_reliable.runner")
 
@@ -141,6 +145,8 @@ class RunStats:
     completion_tokens: int = 0
     abandoned: int = 0
     """Calls that did not end within `CANCEL_GRACE_S` of their cancellation at the timeout."""
+    spend: Spend = field(default_factory=Spend)
+    """Money of these calls (SPEC section 13): paid now, and saved by the cache."""
 
 
 class Budget:
@@ -152,6 +158,10 @@ class Budget:
     and host of the run id, so ``--reliable-budget 50calls`` means 50 calls whatever the number of
     workers or machines. When the ledger's database cannot be used, the count goes on in this
     process (reported once): the run goes on, and its verdicts do not depend on the store.
+
+    ``max_usd``: a call is granted only if its most possible cost (reserved at `try_start`) fits
+    under the limit with what was spent and reserved so far; `settle` replaces the reservation
+    by the call's real cost once its usage is known.
     """
 
     def __init__(
@@ -159,13 +169,18 @@ class Budget:
         max_calls: int | None = None,
         max_tokens: int | None = None,
         *,
+        max_usd: float | None = None,
         ledger: Ledger | None = None,
     ) -> None:
         self.max_calls = max_calls
         self.max_tokens = max_tokens
+        self.max_usd = max_usd
         self.ledger = ledger
         self.calls = 0
         self.tokens = 0
+        self.usd = 0.0
+        self.outstanding_usd = 0.0
+        """Reserved by this process's calls in flight, not settled yet."""
         self._lock = threading.Lock()
         self._ledger_failure: str | None = None
         self._failure_taken = False
@@ -173,6 +188,8 @@ class Budget:
     def describe(self) -> str:
         """The limit as the user gave it, e.g. ``--reliable-budget 50calls``."""
         parts = []
+        if self.max_usd is not None:
+            parts.append(f"{self.max_usd:g}usd")
         if self.max_calls is not None:
             parts.append(f"{self.max_calls}calls")
         if self.max_tokens is not None:
@@ -183,6 +200,9 @@ class Budget:
         return (self.max_calls is not None and self.calls >= self.max_calls) or (
             self.max_tokens is not None and self.tokens >= self.max_tokens
         )
+
+    def _over_usd(self, usd: float) -> bool:
+        return self.max_usd is not None and self.usd + usd > self.max_usd + 1e-12
 
     def _shared(self) -> Ledger | None:
         return self.ledger if self._ledger_failure is None else None
@@ -196,31 +216,40 @@ class Budget:
                     "processes or hosts of this run may spend their own share too."
                 )
 
-    def try_start(self) -> bool:
-        """Reserve one call (one attempt sent); False when the budget is spent."""
+    def try_start(self, usd: float = 0.0) -> bool:
+        """Reserve one call (one attempt sent) and ``usd``, its most possible cost; False when
+        the budget is spent (or the call could pass the USD limit)."""
         ledger = self._shared()
         if ledger is not None:
             try:
-                granted = ledger.reserve(self.max_calls, self.max_tokens)
+                granted = ledger.reserve(self.max_calls, self.max_tokens, self.max_usd, usd)
             except StoreUnavailable as error:
                 self._lost(error)
             else:
                 with self._lock:
                     self.calls += int(granted)
+                    self.usd += usd if granted else 0.0
+                    self.outstanding_usd += usd if granted else 0.0
                 return granted
         with self._lock:
-            if self._exhausted():
+            if self._exhausted() or self._over_usd(usd):
                 return False
             self.calls += 1
+            self.usd += usd
+            self.outstanding_usd += usd
             return True
 
-    def add_tokens(self, n: int) -> None:
+    def add_tokens(self, n: int, usd: float = 0.0, released: float = 0.0) -> None:
+        """Charge a call's tokens, and ``usd`` (its real cost less its reservations ``released``:
+        may be negative)."""
         with self._lock:
             self.tokens += n
+            self.usd += usd
+            self.outstanding_usd = max(0.0, self.outstanding_usd - released)
         ledger = self._shared()
         if ledger is not None:
             try:
-                ledger.add_tokens(n)
+                ledger.add_tokens(n, usd)
             except StoreUnavailable as error:
                 self._lost(error)
 
@@ -386,12 +415,17 @@ class Runner:
         on_progress: Callable[[ProgressEvent], None] | None = None,
         context: str | None = None,
         prefix_order: bool = False,
+        price: Price | None = None,
+        transport: BatchTransport | None = None,
     ) -> None:
         """``cache``: the run's store (answers and claims), or None (every call is made).
         ``prefix_order``: dispatch the calls sorted by their messages, so consecutive prompts
         share the longest prefixes (a one-slot server reuses its KV cache for them); results
-        stay in plan order."""
+        stay in plan order. ``price``: what the model's calls cost (None: nothing counted)."""
         self.model = model
+        self.price = price
+        self.transport = transport
+        """``--reliable-batch``: the uncached calls go through the provider's batch API."""
         self.cache = cache
         self.concurrency = max(1, int(concurrency))
         self.timeout = timeout
@@ -438,16 +472,28 @@ class Runner:
                     )
                 )
 
+        batched: dict[str, CallResult] = {}
+
         async def one(i: int) -> None:
             req, key = requests[i], keys[i]
+            if key in batched:
+                res = batched[key]
+                if res.status == "ok":  # the first occurrence made it; the others reuse it
+                    del batched[key]
+                    assert res.response is not None
+                    hits[key] = res.response
+                else:
+                    self._count_failure(res.status)
+                finish(i, res)
+                return
             if key in hits:
-                self.stats.cached += 1
+                self._served_cached(req, hits[key])
                 finish(i, CallResult(hits[key], cached=True))
                 return
             if key in inflight:
                 first = await asyncio.shield(inflight[key])
                 if first.status == "ok":
-                    self.stats.cached += 1
+                    self._served_cached(req, first.response)
                     finish(i, CallResult(first.response, cached=True))
                 else:
                     finish(i, CallResult(None, False, first.status, first.error))
@@ -464,7 +510,7 @@ class Runner:
             if res.status == "ok":
                 hits[key] = res.response  # type: ignore[assignment]
                 if res.cached:  # another process paid for it while this one waited
-                    self.stats.cached += 1
+                    self._served_cached(req, res.response)
             else:
                 self._count_failure(res.status)
             del inflight[key]
@@ -474,10 +520,13 @@ class Runner:
         pending = []
         for i in range(total):
             if keys[i] in hits:
-                self.stats.cached += 1
+                self._served_cached(requests[i], hits[keys[i]])
                 finish(i, CallResult(hits[keys[i]], cached=True))
             else:
                 pending.append(i)
+        if self.transport is not None and pending and not (
+                self.cache is not None and self.cache.replay_only):
+            batched.update(await self._answer_by_batch(requests, keys, pending))
         if self.prefix_order:
             pending.sort(key=lambda i: requests[i].messages)
         # Tasks start in list order and the semaphore is fair, so calls are made in that order.
@@ -503,6 +552,15 @@ class Runner:
             )
             for r in skipped:
                 r.error = why
+
+    def _served_cached(self, req: Request, response: ModelResponse | None) -> None:
+        """An answer served without a call: it costs nothing now; what it cost when it was paid
+        counts as saved."""
+        self.stats.cached += 1
+        if self.price is not None and response is not None:
+            cost = call_cost(self.price, req.messages, response)
+            self.stats.spend.cached_usd_saved += cost.usd
+            self.stats.spend.estimated |= cost.estimated
 
     def _count_failure(self, status: str) -> None:
         if status == "not_run":
@@ -598,13 +656,39 @@ class Runner:
             await asyncio.sleep(delay)
             delay = min(CLAIM_POLL_MAX_S, delay * 1.5)
 
-    async def _reserve(self) -> bool:
-        """One attempt's share of the budget (the ledger's database is off the event loop)."""
-        if self.budget is None:
+    def _reservation(self, req: Request, *, batch: bool = False) -> float:
+        """The most one attempt of ``req`` may cost (reserved from a USD budget)."""
+        if self.price is None or self.budget is None or self.budget.max_usd is None:
+            return 0.0
+        return max_call_usd(self.price, req.messages, req.params.max_tokens, batch=batch)
+
+    async def _reserve(self, usd: float = 0.0) -> bool:
+        """One attempt's share of the budget (the ledger's database is off the event loop).
+
+        A USD reservation refused while this process's calls in flight hold reservations waits
+        for them to settle (their real cost is usually far below their reservation) and asks
+        again: the budget says no for good only on what was spent."""
+        budget = self.budget
+        if budget is None:
             return True
-        if self.budget.ledger is None:
-            return self.budget.try_start()
-        return await asyncio.to_thread(self.budget.try_start)
+        delay = CLAIM_POLL_FIRST_S
+        while True:
+            if budget.ledger is None:
+                granted = budget.try_start(usd)
+            else:
+                granted = await asyncio.to_thread(budget.try_start, usd)
+            if granted or not usd or budget.outstanding_usd <= 1e-12:
+                return granted
+            await asyncio.sleep(delay)
+            delay = min(CLAIM_POLL_MAX_S, delay * 1.5)
+
+    async def _release(self, usd: float) -> None:
+        """Give back reservations of attempts that brought no answer (no usage to charge)."""
+        if usd and self.budget is not None:
+            if self.budget.ledger is None:
+                self.budget.add_tokens(0, -usd, usd)
+            else:
+                await asyncio.to_thread(self.budget.add_tokens, 0, -usd, usd)
 
     async def _call(self, req: Request, key: str) -> CallResult:
         """Call the model (retrying), then store the answer before anything else happens. Every
@@ -619,23 +703,26 @@ class Runner:
         )
         attempts = 0
         response: Any = None
+        reserved = self._reservation(req)
         # Every attempt of this call asks for the same sample (see models.base.request_seed).
         seed_token = request_seed.set(seed_from_key(key))
         try:
             async for attempt in retrying:
                 with attempt:
                     self._check_model_available()
-                    if not await self._reserve():
+                    if not await self._reserve(reserved):
                         raise _BudgetSpent
                     attempts += 1
                     response = await self._attempt(messages, req.params)
         except CallInterrupted:
             raise
         except _BudgetSpent:
+            await self._release(reserved * attempts)
             why = ("budget exhausted: call not started" if not attempts else
                    f"budget exhausted after {attempts} attempts: not sent again")
             return CallResult(None, False, "not_run", why, attempts, max(0, attempts - 1))
         except Exception as exc:  # noqa: BLE001 - the cell is an error, the run goes on
+            await self._release(reserved * attempts)
             why = _describe(exc)
             if _classify(exc)[0]:
                 why = f"{why} (gave up after {attempts} attempts)"
@@ -644,15 +731,75 @@ class Runner:
             return CallResult(None, False, "error", why, attempts, max(0, attempts - 1))
         finally:
             request_seed.reset(seed_token)
+        await self._paid(req, key, response, reserved * attempts)
+        return CallResult(response, False, "ok", None, attempts, attempts - 1)
+
+    async def _paid(self, req: Request, key: str, response: ModelResponse,
+                    reserved: float) -> None:
+        """Keep a paid answer and count it. Every attempt sent reserved its most possible cost;
+        the answer's usage settles them: failed attempts are charged nothing (not knowing their
+        usage), this one its real cost."""
+        cost = call_cost(self.price, req.messages, response) if self.price is not None else None
+        settle = (cost.usd if cost is not None else 0.0) - reserved
         if self.cache is not None or (self.budget is not None and self.budget.ledger is not None):
-            await asyncio.to_thread(self._keep, key, req, response)
+            await asyncio.to_thread(self._keep, key, req, response, settle, reserved)
         else:
-            self._keep(key, req, response)
+            self._keep(key, req, response, settle, reserved)
+        if cost is not None:
+            self.stats.spend.add(Spend(cost.usd, cost.prompt_tokens, cost.completion_tokens,
+                                       0.0, cost.estimated))
         self.stats.made += 1
         self.stats.prompt_tokens += response.prompt_tokens or 0
-        self.stats.prompt_tokens_evaluated += self._evaluated_tokens(messages, response)
+        self.stats.prompt_tokens_evaluated += self._evaluated_tokens(req.message_dicts(),
+                                                                     response)
         self.stats.completion_tokens += response.completion_tokens or 0
-        return CallResult(response, False, "ok", None, attempts, attempts - 1)
+
+    # -- the batch transport (``--reliable-batch``, `pytest_reliable.batch`) ----------------------
+    async def _answer_by_batch(self, requests: Sequence[Request], keys: list[str],
+                               pending: list[int]) -> dict[str, CallResult]:
+        """The pending requests' results through the batch transport, by key: each distinct
+        request reserves its most possible cost (at the batch price) first; what the budget
+        refuses is not sent."""
+        assert self.transport is not None
+        results: dict[str, CallResult] = {}
+        granted: dict[str, Request] = {}
+        reserved: dict[str, float] = {}
+        for i in pending:
+            key, req = keys[i], requests[i]
+            if key in granted or key in results:
+                continue
+            usd = self._reservation(req, batch=True)
+            if await self._reserve_once(usd):
+                granted[key], reserved[key] = req, usd
+            else:
+                results[key] = CallResult(None, False, "not_run",
+                                          "budget exhausted: call not started")
+        if not granted:
+            return results
+
+        def progress(answered: int, total: int, failed: int) -> None:
+            if self.on_progress is not None:
+                self.on_progress(ProgressEvent(answered + failed, total, 0, answered, failed))
+
+        answered = await self.transport.answer(granted, progress)
+        for key, req in granted.items():
+            response = answered.answers.get(key)
+            if response is None:
+                await self._release(reserved[key])
+                results[key] = CallResult(None, False, "error",
+                                          answered.failures.get(key, "batch: no answer"), 1, 0)
+                continue
+            await self._paid(req, key, response, reserved[key])
+            results[key] = CallResult(response, False, "ok", None, 1, 0)
+        return results
+
+    async def _reserve_once(self, usd: float) -> bool:
+        """`_reserve` without waiting for calls in flight (a batch's settle only at its end)."""
+        if self.budget is None:
+            return True
+        if self.budget.ledger is None:
+            return self.budget.try_start(usd)
+        return await asyncio.to_thread(self.budget.try_start, usd)
 
     def _check_model_available(self) -> None:
         """Fail the call now, before it takes its share of the budget, when the model cannot
@@ -670,7 +817,8 @@ class Runner:
                 "async model's call that ignores its cancellation). Make the model return or "
                 "raise within the timeout, or raise --reliable-timeout", retryable=False)
 
-    def _keep(self, key: str, req: Request, response: ModelResponse) -> None:
+    def _keep(self, key: str, req: Request, response: ModelResponse, usd: float = 0.0,
+              released: float = 0.0) -> None:
         """Store a paid answer, then charge its tokens (off the event loop when a database is
         involved: the store may be another machine)."""
         if self.cache is not None:
@@ -681,7 +829,7 @@ class Runner:
                 "params": req.params.as_dict(),
             })
         if self.budget is not None:
-            self.budget.add_tokens(response.total_tokens)
+            self.budget.add_tokens(response.total_tokens, usd, released)
 
     def _evaluated_tokens(self, messages: list[Message], response: ModelResponse) -> int:
         """Prompt tokens the server evaluated for this call.

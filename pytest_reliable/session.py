@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_reliable.baseline import (
     BaselineChoice,
@@ -49,6 +49,8 @@ from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, Relia
 from pytest_reliable.models.base import AsyncModel
 from pytest_reliable.models.named import NamedModel
 from pytest_reliable.nstar_store import NStarEntries, NStarKey, NStarStore
+from pytest_reliable.pricing import FREE, Price, PriceTable, PricingError, Spend, is_embedded
+from pytest_reliable.pricing import model_names as pricing_names
 from pytest_reliable.results import ChecklistReport, ReliableReport
 from pytest_reliable.run_strategies import AutoN, FixedN, GateRun, RunStrategy, StopEarly
 from pytest_reliable.runner import (
@@ -69,6 +71,9 @@ from pytest_reliable.summary import (
     with_majority_at_k,
 )
 from pytest_reliable.tasks import Task
+
+if TYPE_CHECKING:
+    from pytest_reliable.batch import BatchTransport
 
 log = logging.getLogger("pytest_reliable.session")
 
@@ -119,6 +124,7 @@ class ReliableSession:
     _local_server: Any = field(default=None, init=False)
     _models: dict[str, AsyncModel] = field(default_factory=dict, init=False)
     _stored_baseline: StoredBaseline | None = field(default=None, init=False)
+    _prices: PriceTable | None = field(default=None, init=False)
 
     # -- resources -------------------------------------------------------------------------
     def store_config(self) -> StoreConfig:
@@ -148,12 +154,35 @@ class ReliableSession:
         """One budget for the whole run: the store's ledger of the run id (locally
         ``budget.sqlite`` next to the cache file, also with ``--reliable-no-cache``), which every
         pytest-xdist worker, and with a shared store every host, of the run shares."""
-        if self._budget is None and (self.settings.budget_calls or self.settings.budget_tokens):
+        settings = self.settings
+        if self._budget is None and (settings.budget_calls or settings.budget_tokens
+                                     or settings.budget_usd):
             self._budget = Budget(
-                max_calls=self.settings.budget_calls, max_tokens=self.settings.budget_tokens,
-                ledger=self.cache.ledger(self.settings.run_id),
+                max_calls=settings.budget_calls, max_tokens=settings.budget_tokens,
+                max_usd=settings.budget_usd, ledger=self.cache.ledger(settings.run_id),
             )
         return self._budget
+
+    # -- money (SPEC section 13; the work is in pricing.py) ---------------------------------
+    @property
+    def price_table(self) -> PriceTable | None:
+        if self._prices is None and self.settings.pricing_path is not None:
+            self._prices = PriceTable.load(self.settings.pricing_path)
+        return self._prices
+
+    def price_of(self, model: AsyncModel) -> Price:
+        """What ``model``'s calls cost: the embedded model nothing, others their entry in the
+        price table, nothing without one, except under a USD budget, where a model without a
+        price is an error before its first call."""
+        if is_embedded(model):
+            return FREE
+        table = self.price_table
+        price = table.price_for(pricing_names(model)) if table is not None else None
+        if price is not None:
+            return price
+        if self.settings.budget_usd is not None:
+            raise PricingError(unpriced_message(self.settings, model.identity))
+        return FREE
 
     def close(self) -> None:
         models = list(self._models.values())
@@ -233,7 +262,21 @@ class ReliableSession:
             on_progress=progress,
             context=nodeid,
             prefix_order=declared == 1,
+            price=self.price_of(model),
+            transport=self.batch_transport(model),
         )
+
+    def batch_transport(self, model: AsyncModel) -> BatchTransport | None:
+        """``--reliable-batch``: the batch API of the OpenAI-compatible adapter (other models,
+        a user's callable, are called directly)."""
+        from pytest_reliable.models.openai_compat import OpenAICompatibleModel
+
+        if not self.settings.batch or not isinstance(model, OpenAICompatibleModel) \
+                or is_embedded(model):
+            return None
+        from pytest_reliable.batch import BatchTransport
+
+        return BatchTransport(model, self.cache)
 
     # -- spaces and data -------------------------------------------------------------------
     def space(self, space: Space | str | None) -> Space:
@@ -299,7 +342,7 @@ class ReliableSession:
             ))
         thresholds = _gate(test, summary, comparison)
         report = _reliable_report(test, ran, summary, thresholds, comparison,
-                                  evaluator.prompt_tokens())
+                                  evaluator.prompt_tokens(), evaluator.spend())
         if judge is not None and judge_model is not None:
             calls = ran.matrix.judge_calls or Calls()
             report.judge = judge_entry(judge, judge_model.identity, ran.matrix.cells,
@@ -489,6 +532,7 @@ class ReliableSession:
             calls_made=calls.made,
             calls_cached=calls.cached,
             problems=calls.problems,
+            spend=Spend.total([runner.stats.spend]),
         )
 
 
@@ -508,7 +552,7 @@ def _gate(
 
 def _reliable_report(
     test: ReliableTest, ran: GateRun, summary: Summary, thresholds: list[ThresholdCheck],
-    comparison: _Compared | None, prompt_tokens: dict[str, int],
+    comparison: _Compared | None, prompt_tokens: dict[str, int], spend: Spend,
 ) -> ReliableReport:
     spec, matrix = test.spec, ran.matrix
     n_star_source = ran.n_star_source if summary.n_star is not None else None
@@ -541,4 +585,12 @@ def _reliable_report(
         n_star_paper=ran.n_star.n_star_paper if ran.n_star else None,
         stopped_early=ran.stopped_early,
         stop_reason=ran.stop_reason,
+        spend=spend,
     )
+
+
+def unpriced_message(settings: Settings, identity: str) -> str:
+    """A model the run would call under a USD budget has no price (nothing was spent on it)."""
+    return (f"--reliable-budget {settings.budget_usd:g}usd: model {identity} has no price in "
+            f"{settings.pricing_path}: add it under models: (its name or a glob, with input and "
+            "output USD per million tokens), or drop the usd part of the budget")

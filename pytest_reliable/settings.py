@@ -49,6 +49,12 @@ class Settings:
     max_retries: int = 5
     budget_calls: int | None = None
     budget_tokens: int | None = None
+    budget_usd: float | None = None
+    """``--reliable-budget 5usd``: needs ``pricing_path``."""
+    batch: bool = False
+    """``--reliable-batch``: the adapter's uncached calls go through the batch API."""
+    pricing_path: Path | None = None
+    """``--reliable-pricing``: the price table (SPEC section 13); None: spend is not counted."""
     cache_path: Path | None = None
     """Default: ``.reliable/cache.sqlite`` under the rootdir (filled in on construction)."""
     no_cache: bool = False

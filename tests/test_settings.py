@@ -12,7 +12,7 @@ from pytest_reliable._plugin_options import OPTIONS, RENAMED
 from pytest_reliable.settings import Settings
 
 # Options that fill more (or other) than the field of their own name.
-COMBINED = {"budget": {"budget_calls", "budget_tokens"}, "lock": {"lock_mode"},
+COMBINED = {"budget": {"budget_calls", "budget_tokens", "budget_usd"}, "lock": {"lock_mode"},
             "lock-update": {"lock_mode"}}
 
 

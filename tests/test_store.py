@@ -349,3 +349,48 @@ def test_a_store_url_is_postgresql_and_its_secrets_never_print() -> None:
         del os.environ["PGPASSWORD_FOR_TEST"]
     assert redact("host=h port=5 password=kw-pass user=u") == "host=h port=5 password=*** user=u"
     assert redact("PGPASSWORD=shell-pass psql") == "PGPASSWORD=*** psql"
+
+
+def test_the_ledger_reserves_and_settles_us_dollars(backend: Backend) -> None:
+    """SPEC 13: a call is granted only if its reservation fits under the USD limit with what was
+    spent and reserved; settling replaces the reservation by the real cost."""
+    ledger = backend.open().ledger("run-usd")
+    assert ledger.reserve(None, None, 1.0, 0.4) and ledger.reserve(None, None, 1.0, 0.4)
+    assert not ledger.reserve(None, None, 1.0, 0.4)  # 1.2 would pass the limit
+    ledger.add_tokens(30, 0.1 - 0.4)  # the first call cost 0.10, not its 0.40 reserved
+    assert ledger.spent_usd() == pytest.approx(0.5)
+    assert ledger.reserve(None, None, 1.0, 0.4)  # 0.9 fits now
+    assert ledger.totals() == (3, 30, 1)
+    # every process of the run id sees one count
+    assert backend.open().ledger("run-usd").spent_usd() == pytest.approx(0.9)
+    assert backend.open().ledger("run-other").spent_usd() == 0.0
+
+
+def test_a_budget_ledger_from_before_usd_budgets_is_upgraded(tmp_path: Path) -> None:
+    import sqlite3
+
+    from pytest_reliable.store import SqliteLedger, check_budget_path
+
+    path = tmp_path / "budget.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE budget (run TEXT PRIMARY KEY, calls INTEGER NOT NULL,"
+                   " tokens INTEGER NOT NULL, skipped INTEGER NOT NULL, created REAL NOT NULL)")
+        db.execute("INSERT INTO budget VALUES('old', 3, 10, 0, 9e9)")
+    db.close()
+    check_budget_path(path)  # not "an sqlite file of something else"
+    ledger = SqliteLedger(path, "old")
+    assert ledger.reserve(None, None, 0.5, 0.25) and ledger.totals() == (4, 10, 0)
+    assert ledger.spent_usd() == pytest.approx(0.25)
+    ledger.close()
+
+
+def test_a_pending_batch_id_outlives_the_process_that_sent_it(backend: Backend) -> None:
+    """SPEC 13: a run killed while its batch runs finds the batch's id on the next run."""
+    backend.open().keep_batch("model:0:abc", "batch-7")
+    later = backend.open()  # another process, the next run
+    assert later.pending_batch("model:0:abc") == "batch-7"
+    assert later.pending_batch("model:1:abc") is None
+    later.keep_batch("model:0:abc", "batch-8")  # sent again (the provider lost it): replaced
+    assert backend.open().pending_batch("model:0:abc") == "batch-8"
+    later.forget_batch("model:0:abc")
+    assert backend.open().pending_batch("model:0:abc") is None

@@ -191,13 +191,18 @@ class OpenAICompatibleModel:
             raise ModelCallError(_exc_text(exc), retryable=True) from None
         latency = time.perf_counter() - start
         usage = getattr(resp, "usage", None)
+        extra: dict[str, Any] = {} if seed is None else {"seed": seed}
+        # The provider's prompt cache (priced at cached_input, SPEC section 13).
+        cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
+        if cached:
+            extra["cached_prompt_tokens"] = int(cached)
         return ModelResponse(
             text=text,
             logprobs=logprobs,
             prompt_tokens=getattr(usage, "prompt_tokens", None),
             completion_tokens=getattr(usage, "completion_tokens", None),
             latency_s=latency,
-            extra={} if seed is None else {"seed": seed},
+            extra=extra,
         )
 
     def _refused_error(self) -> ModelCallError:
@@ -210,6 +215,31 @@ class OpenAICompatibleModel:
                 "no other call of this run is sent to it"
             )
         return ModelCallError(self.unavailable, retryable=False)
+
+    # -- the batch API (SPEC section 13; `pytest_reliable.batch` drives it) ----------------------
+    def batch_line(self, custom_id: str, messages: list[Message],
+                   params: SamplingParams) -> dict[str, Any]:
+        """One request of a batch input file: the body `acomplete` would send."""
+        body: dict[str, Any] = {"model": self.model, "temperature": params.temperature,
+                                "max_tokens": params.max_tokens}
+        if params.top_p is not None:
+            body["top_p"] = params.top_p
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if params.logprobs is not None or self.use_completions:
+            if params.logprobs is not None:
+                body["logprobs"] = params.logprobs
+            body["prompt"] = render_text_prompt(messages)
+            url = "/v1/completions"
+        else:
+            body["messages"] = messages
+            url = "/v1/chat/completions"
+        return {"custom_id": custom_id, "method": "POST", "url": url, "body": body}
+
+    @property
+    def batch_client(self) -> Any:
+        """The client of the running loop (files and batches endpoints)."""
+        return self._client
 
     def _status_error(self, exc: Any) -> ModelCallError:
         status = int(exc.status_code)
@@ -246,6 +276,26 @@ def _refused(exc: BaseException) -> bool:
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return False
+
+def response_from_body(body: dict[str, Any]) -> ModelResponse:
+    """A chat-completions or completions response body (a batch output line's) as an answer."""
+    choice = (body.get("choices") or [{}])[0]
+    message = choice.get("message")
+    text = (message or {}).get("content") if message is not None else choice.get("text")
+    logprobs = None
+    lp = choice.get("logprobs") if message is None else None
+    if lp:
+        tokens = lp.get("tokens") or []
+        logprobs = [{"token": t, "logprob": lg, "top": top} for t, lg, top in zip(
+            tokens, lp.get("token_logprobs") or [], lp.get("top_logprobs") or [None] * len(tokens))]
+    usage = body.get("usage") or {}
+    extra: dict[str, Any] = {"batch": True}
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    if cached:
+        extra["cached_prompt_tokens"] = int(cached)
+    return ModelResponse(text=str(text or ""), logprobs=logprobs,
+                         prompt_tokens=usage.get("prompt_tokens"),
+                         completion_tokens=usage.get("completion_tokens"), extra=extra)
 
 
 def _exc_text(exc: BaseException) -> str:

@@ -153,6 +153,18 @@ class PairwiseEntry(TypedDict):
     """How often the judge picked the answer shown first, minus 0.5."""
 
 
+class CostEntry(TypedDict):
+    """What a test's calls cost (SPEC section 13, `pricing.Spend`): ``usd`` paid in this run,
+    the tokens of the calls made, ``cached_usd_saved`` (the original cost of the answers served
+    from the cache), ``estimated`` (some tokens were estimated: the model reported no usage)."""
+
+    usd: float
+    prompt_tokens: int
+    completion_tokens: int
+    cached_usd_saved: float
+    estimated: bool
+
+
 class WorstVariantEntry(TypedDict):
     """The worst group of the format range, with one rendered prompt and the model's answer."""
 
@@ -233,6 +245,7 @@ class ReliableEntry(TypedDict):
     stopped_early: bool
     stop_reason: str | None
     calls: CallsEntry
+    cost: CostEntry
     decide: str | None
     confidence: float
     thresholds: list[ThresholdEntry]
@@ -279,6 +292,7 @@ class ChecklistEntry(TypedDict):
     model: str
     space_hash: str | None
     calls: CallsEntry
+    cost: CostEntry
     message: str | None
 
 
@@ -314,6 +328,8 @@ class ReportDocument(_ReportRequired, total=False):
     seed: int
     model: str | None
     space_hash: str | None
+    cost: CostEntry
+    """The tests' costs added up (SPEC section 13)."""
 
 
 def json_safe(value: Any) -> Any:

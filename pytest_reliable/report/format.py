@@ -89,6 +89,37 @@ def _calls_cell(entry: Mapping[str, Any]) -> str:
 
 
 BASELINE_COLUMN = "cand-base [CI]"
+SPEND_COLUMN = "spend $"
+
+
+def usd(value: Any) -> str:
+    """Dollars to the hundredth of a cent (a gate's calls often cost fractions of a cent)."""
+    return num(value, 4)
+
+
+def spend_cell(entry: Mapping[str, Any]) -> str:
+    """What the test's calls cost (SPEC section 13), ``~`` when tokens were estimated."""
+    cost = entry.get("cost")
+    if not isinstance(cost, dict):
+        return MISSING
+    return ("~" if cost.get("estimated") else "") + usd(cost.get("usd"))
+
+
+def has_spend(entries: Iterable[Mapping[str, Any]]) -> bool:
+    """Some test cost or saved money (a price table was given): then the reports show spend."""
+    return any(isinstance(e.get("cost"), dict)
+               and (e["cost"].get("usd") or e["cost"].get("cached_usd_saved")) for e in entries)
+
+
+def spend_note(cost: Any) -> str | None:
+    """The run's spend in one line (the JSON report's top-level ``cost``), None when nothing
+    was spent or saved."""
+    if not isinstance(cost, dict) or not (cost.get("usd") or cost.get("cached_usd_saved")):
+        return None
+    estimated = "; estimated: some models report no usage" if cost.get("estimated") else ""
+    return (f"spend: ${usd(cost.get('usd'))} ({cost.get('prompt_tokens', 0)} prompt + "
+            f"{cost.get('completion_tokens', 0)} completion tokens paid); the cache saved "
+            f"${usd(cost.get('cached_usd_saved'))}{estimated}")
 
 
 def baseline_cell(entry: Mapping[str, Any]) -> str:
@@ -142,6 +173,8 @@ def reliable_columns(entries: Sequence[Mapping[str, Any]],
     if any(entry.get("pairwise") for entry in entries):
         # A pairwise judge's win rate, before the verdict, only when some test has one.
         chosen.insert(len(chosen) - 1, Column(WIN_RATE_COLUMN, win_rate_cell, keep=True))
+    if has_spend(entries) and not any(c.header == SPEND_COLUMN for c in chosen):
+        chosen.insert(len(chosen) - 1, Column(SPEND_COLUMN, spend_cell))
     return chosen
 
 

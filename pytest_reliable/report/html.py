@@ -34,7 +34,13 @@ from pytest_reliable.report.charts import (
     tick_label,
 )
 from pytest_reliable.report.entries import json_safe
-from pytest_reliable.report.format import RATE_NAMES, encodable, printable, short_nodeids
+from pytest_reliable.report.format import (
+    RATE_NAMES,
+    encodable,
+    printable,
+    short_nodeids,
+    spend_note,
+)
 
 NOT_REPORTED = '<span class="na">not reported</span>'
 LONG_TEXT_CHARS = 4000
@@ -539,6 +545,15 @@ def message_section(entry: Mapping[str, Any]) -> str:
     return f"<h3>Failure message</h3><pre>{_text(message, LONG_TEXT_CHARS * 2)}</pre>"
 
 
+def _spend(cost: Any) -> str:
+    """A test's ``cost``: USD paid now, and what the cache saved (SPEC section 13)."""
+    cost = _mapping(cost)
+    if not cost:
+        return _word(None)
+    text = f"{_num(cost.get('usd'), 4)} (the cache saved {_num(cost.get('cached_usd_saved'), 4)})"
+    return text + (" estimated: no usage reported" if cost.get("estimated") is True else "")
+
+
 def reliable_facts(entry: Mapping[str, Any]) -> str:
     canonical = _mapping(entry.get("canonical"))
     calls = _mapping(entry.get("calls"))
@@ -559,6 +574,7 @@ def reliable_facts(entry: Mapping[str, Any]) -> str:
           if entry.get("circular") else []),
         ("policy", _word(entry.get("decide"))),
         ("calls made / cached", f"{_int(calls.get('made'))} / {_int(calls.get('cached'))}"),
+        ("spend (USD)", _spend(entry.get("cost"))),
         ("unparsed answers", _int(entry.get("unparsed"))),
         ("temperature", _word(entry.get("temperature"))),
         ("space / hash", (f"{_word(entry.get('space'))} / "
@@ -725,7 +741,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         f"created {_word(data.get('created'))}",
         f"pytest-reliable {_word(data.get('pytest_reliable_version'))}",
         f"report schema {_word(data.get('schema_version'))}",
-    ])
+    ] + ([_text(spent, 300)] if (spent := spend_note(data.get("cost"))) else []))
     style_hash = base64.b64encode(hashlib.sha256(CSS.encode()).digest()).decode()
     # The blocking tests are what a reader opened the page for: shown open when few.
     open_blocking = 0 < failed <= OPEN_BLOCKING_AT_MOST

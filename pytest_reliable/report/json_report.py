@@ -34,8 +34,25 @@ def build_report(
         "seed": seed,
         "model": model,
         "space_hash": space_hash,
+        "cost": total_cost(tests),
         "tests": tests,
     }
+
+
+def total_cost(entries: Sequence[Entry]) -> dict[str, Any]:
+    """The ``cost`` of every test added up (an error entry has none)."""
+    total: dict[str, Any] = {"usd": 0.0, "prompt_tokens": 0, "completion_tokens": 0,
+                             "cached_usd_saved": 0.0, "estimated": False}
+    for entry in entries:
+        cost = entry.get("cost")
+        if not isinstance(cost, dict):
+            continue
+        for name in ("usd", "prompt_tokens", "completion_tokens", "cached_usd_saved"):
+            total[name] += cost.get(name) or 0
+        total["estimated"] = bool(total["estimated"] or cost.get("estimated"))
+    total["usd"] = round(total["usd"], 6)
+    total["cached_usd_saved"] = round(total["cached_usd_saved"], 6)
+    return total
 
 
 def write_report(report: dict[str, Any], path: str | Path) -> None:

@@ -16,6 +16,7 @@ from pytest_reliable.report.format import (
     reliable_notes,
     row,
     short_nodeids,
+    spend_note,
 )
 
 
@@ -48,6 +49,9 @@ def markdown_summary(report: dict[str, Any], columns: list[Column] | None = None
         ),
         "",
     ]
+    spent = spend_note(report.get("cost"))
+    if spent is not None:
+        lines += [spent, ""]
     reliable = [e for e in entries if e.get("kind") == "reliable"]
     checklist = [e for e in entries if e.get("kind") in ("invariance", "directional", "mft")]
     if reliable:

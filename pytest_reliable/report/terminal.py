@@ -17,6 +17,7 @@ from pytest_reliable.report.format import (
     reliable_notes,
     row,
     short_nodeids,
+    spend_note,
 )
 
 if TYPE_CHECKING:
@@ -86,6 +87,11 @@ def summary_table(entries: Sequence[Entry], *, width: int = 200,
         first = message.splitlines()[0] if message else ""
         line = f"{name(entry)}: {entry.get('verdict', 'error')}: {first}"
         lines.append(cut_text(line, max(width - 40, 20)) if len(line) > width else line)
+    from pytest_reliable.report.json_report import total_cost
+
+    spent = spend_note(total_cost(entries))
+    if spent is not None:
+        lines += textwrap.wrap(spent, width) or [spent]
     return lines
 
 

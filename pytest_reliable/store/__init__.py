@@ -98,7 +98,7 @@ class StoreConfig:
         return cls(
             record_mode=settings.record, cache_path=settings.cache_path,
             nstar_dir=settings.store_dir, url=settings.store_url, in_memory=settings.no_cache,
-            budget=bool(settings.budget_calls or settings.budget_tokens),
+            budget=bool(settings.budget_calls or settings.budget_tokens or settings.budget_usd),
         )
 
 

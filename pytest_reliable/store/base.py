@@ -112,17 +112,24 @@ class Ledger(ABC):
     """The budget of one run id, shared by every process and host using the store.
 
     ``reserve`` grants one model call (one attempt sent) atomically if the limits allow it, else
-    counts it as skipped; ``add_tokens`` charges what a call used. Backends raise
+    counts it as skipped; with a USD limit it also reserves ``usd`` (the call's most possible
+    cost) and grants only if it fits under ``max_usd``; ``add_tokens`` charges what a call used
+    (``usd``: its real cost less its reservation, may be negative). Backends raise
     `StoreUnavailable` when the database cannot be used; `runner.Budget` then counts locally.
     """
 
     run_id: str
 
     @abstractmethod
-    def reserve(self, max_calls: int | None, max_tokens: int | None) -> bool: ...
+    def reserve(self, max_calls: int | None, max_tokens: int | None,
+                max_usd: float | None = None, usd: float = 0.0) -> bool: ...
 
     @abstractmethod
-    def add_tokens(self, n: int) -> None: ...
+    def add_tokens(self, n: int, usd: float = 0.0) -> None: ...
+
+    @abstractmethod
+    def spent_usd(self) -> float:
+        """USD spent (and reserved by calls in flight) by the run so far, every process included."""
 
     @abstractmethod
     def totals(self) -> tuple[int, int, int]:
@@ -196,6 +203,19 @@ class Store(ABC):
     @abstractmethod
     def ledger(self, run_id: str) -> Ledger:
         """The budget ledger of ``run_id`` (created on first use)."""
+
+    def _mean_completion_tokens(self, model: str) -> float | None:
+        """The mean completion tokens of ``model``'s stored answers that report them (None: no
+        such answer). Backends answer it in one query."""
+        return None
+
+    def mean_completion_tokens(self, model: str) -> float | None:
+        """What ``--reliable-plan`` expects an answer of ``model`` to cost in output tokens (SPEC
+        13); a store that cannot be read knows none."""
+        try:
+            return self._mean_completion_tokens(model)
+        except StoreUnavailable:
+            return None
 
     def _failure_fix(self) -> str:
         """What to do when writes fail (the end of the one report)."""
@@ -323,6 +343,24 @@ class Store(ABC):
             stored = 0
         with self._lock:
             return stored + len(self._pending)
+
+    # -- pending batches (SPEC section 13): a killed run resumes its batch ------------------------
+    def _batch_ids(self) -> dict[str, str]:
+        """Where a backend without a table keeps them: this process's memory."""
+        if not hasattr(self, "_memory_batches"):
+            self._memory_batches: dict[str, str] = {}
+        return self._memory_batches
+
+    def pending_batch(self, name: str) -> str | None:
+        """The provider's id of the batch sent for ``name`` (a set of requests) and not yet
+        collected, if one was sent."""
+        return self._batch_ids().get(name)
+
+    def keep_batch(self, name: str, batch_id: str) -> None:
+        self._batch_ids()[name] = batch_id
+
+    def forget_batch(self, name: str) -> None:
+        self._batch_ids().pop(name, None)
 
     # -- claims (single-flight) --------------------------------------------------------------------
     def claim(self, key: str) -> Claim:

@@ -16,6 +16,7 @@ named with the fix; no message ever advises deleting a response cache.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -24,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_reliable.files import sha256_hex, write_atomic
 from pytest_reliable.nstar_store import NStarEntries, NStarKey, NStarStore
 from pytest_reliable.store.base import (
     AnswerRow,
@@ -235,6 +237,37 @@ class LocalStore(Store):
             else MemoryNStar(self.claims)
         )
 
+    # -- pending batches: one small file each, next to the n* entries ---------------------------
+    def _batch_file(self, name: str) -> Path | None:
+        directory = getattr(self.nstar, "directory", None)
+        if not isinstance(directory, Path):
+            return None
+        return directory.parent / "batches" / f"{sha256_hex(name)[:32]}.json"
+
+    def pending_batch(self, name: str) -> str | None:
+        path = self._batch_file(name)
+        if path is None:
+            return super().pending_batch(name)
+        try:
+            return str(json.loads(path.read_text())["batch_id"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def keep_batch(self, name: str, batch_id: str) -> None:
+        path = self._batch_file(name)
+        if path is None:
+            super().keep_batch(name, batch_id)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps({"name": name, "batch_id": batch_id}))
+
+    def forget_batch(self, name: str) -> None:
+        path = self._batch_file(name)
+        if path is None:
+            super().forget_batch(name)
+            return
+        path.unlink(missing_ok=True)
+
     @classmethod
     def open(cls, path: str | Path, record_mode: str = "new") -> LocalStore:
         return cls(Path(path), record_mode)
@@ -311,6 +344,18 @@ class LocalStore(Store):
             except (sqlite3.Error, OSError, ValueError) as error:
                 raise _unavailable(error) from None
 
+    def _mean_completion_tokens(self, model: str) -> float | None:
+        with self._conn_lock:
+            if self._conn is None:
+                return None
+            try:
+                found = self._conn.execute(
+                    "SELECT AVG(completion_tokens) FROM responses WHERE model = ? AND"
+                    " completion_tokens IS NOT NULL", (model,)).fetchone()
+            except sqlite3.Error as error:
+                raise _unavailable(error) from None
+        return None if found is None or found[0] is None else float(found[0])
+
     def _count(self) -> int:
         with self._conn_lock:
             if self._conn is None:
@@ -369,7 +414,8 @@ class MemoryNStar(NStarEntries):
 
 
 # -- the budget ledger ----------------------------------------------------------------------------
-BUDGET_COLUMNS = ("run", "calls", "tokens", "skipped", "created")
+BUDGET_COLUMNS = ("run", "calls", "tokens", "skipped", "created", "usd")
+"""``usd`` came with SPEC section 13: a ledger without it gets it on first use."""
 BUDGET_FIX = ("it holds only the budget counts of recent runs, no answers: remove it "
               "(pytest-reliable makes it again), or give --reliable-cache in another directory "
               "(the ledger lives next to the cache)")
@@ -390,7 +436,7 @@ def _budget_error(path: Path, error: BaseException) -> CacheFileError:
 def _check_budget_tables(conn: sqlite3.Connection, path: Path) -> None:
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     columns = tuple(row[1] for row in conn.execute("PRAGMA table_info(budget)"))
-    if tables - {"budget"} or (tables and columns != BUDGET_COLUMNS):
+    if tables - {"budget"} or (tables and columns not in (BUDGET_COLUMNS, BUDGET_COLUMNS[:-1])):
         raise CacheFileError(
             f"budget ledger {path} is an sqlite file of something else (tables: "
             f"{', '.join(sorted(tables))}): {BUDGET_FIX}"
@@ -451,11 +497,15 @@ class SqliteLedger(Ledger):
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute(
                     "CREATE TABLE IF NOT EXISTS budget (run TEXT PRIMARY KEY, calls INTEGER NOT NULL,"
-                    " tokens INTEGER NOT NULL, skipped INTEGER NOT NULL, created REAL NOT NULL)"
+                    " tokens INTEGER NOT NULL, skipped INTEGER NOT NULL, created REAL NOT NULL,"
+                    " usd REAL NOT NULL DEFAULT 0)"
                 )
+                if "usd" not in {row[1] for row in conn.execute("PRAGMA table_info(budget)")}:
+                    conn.execute("ALTER TABLE budget ADD COLUMN usd REAL NOT NULL DEFAULT 0")
                 conn.execute("DELETE FROM budget WHERE created < ?", (time.time() - 86400,))
                 conn.execute(
-                    "INSERT OR IGNORE INTO budget VALUES(?, 0, 0, 0, ?)", (self.run_id, time.time())
+                    "INSERT OR IGNORE INTO budget(run, calls, tokens, skipped, created)"
+                    " VALUES(?, 0, 0, 0, ?)", (self.run_id, time.time())
                 )
             self._conn = conn
         return self._conn
@@ -466,23 +516,32 @@ class SqliteLedger(Ledger):
         except (sqlite3.Error, OSError) as error:
             raise _unavailable(error) from None
 
-    def reserve(self, max_calls: int | None, max_tokens: int | None) -> bool:
-        """Count one call if both limits allow it; else count it as skipped and say no."""
+    def reserve(self, max_calls: int | None, max_tokens: int | None,
+                max_usd: float | None = None, usd: float = 0.0) -> bool:
+        """Count one call (and reserve ``usd``) if every limit allows it; else count it as
+        skipped and say no."""
         with self._lock:
             granted = self._execute(
-                "UPDATE budget SET calls = calls + 1 WHERE run = ?"
-                " AND (? IS NULL OR calls < ?) AND (? IS NULL OR tokens < ?)",
-                (self.run_id, max_calls, max_calls, max_tokens, max_tokens),
+                "UPDATE budget SET calls = calls + 1, usd = usd + ? WHERE run = ?"
+                " AND (? IS NULL OR calls < ?) AND (? IS NULL OR tokens < ?)"
+                " AND (? IS NULL OR usd + ? <= ? + 1e-12)",
+                (float(usd), self.run_id, max_calls, max_calls, max_tokens, max_tokens,
+                 max_usd, float(usd), max_usd),
             ).rowcount == 1
             if not granted:
                 self._execute("UPDATE budget SET skipped = skipped + 1 WHERE run = ?",
                               (self.run_id,))
             return granted
 
-    def add_tokens(self, n: int) -> None:
+    def add_tokens(self, n: int, usd: float = 0.0) -> None:
         with self._lock:
-            self._execute("UPDATE budget SET tokens = tokens + ? WHERE run = ?",
-                          (int(n), self.run_id))
+            self._execute("UPDATE budget SET tokens = tokens + ?, usd = usd + ? WHERE run = ?",
+                          (int(n), float(usd), self.run_id))
+
+    def spent_usd(self) -> float:
+        with self._lock:
+            row = self._execute("SELECT usd FROM budget WHERE run = ?", (self.run_id,)).fetchone()
+        return float(row[0]) if row else 0.0
 
     def totals(self) -> tuple[int, int, int]:
         with self._lock:

@@ -14,7 +14,8 @@ store can share a database with other things:
 - claims: session-level advisory locks (``pg_try_advisory_lock``) on one dedicated connection per
   process, so a claim dies with its holder's connection: a killed host never blocks the others.
 
-Planned, not created yet: schema version 2 adds ``reliable_reports`` (run id, model, git commit,
+Schema version 2 (SPEC section 13) adds ``reliable_budget.usd`` and ``reliable_batches`` (the
+pending batch of a run, by name). Planned, not created yet: schema version 3 adds ``reliable_reports`` (run id, model, git commit,
 date, the JSON report) for the release history; `MIGRATIONS` is where it goes.
 
 Faults: at start-up every failure to connect is a `StoreUsageError` naming host, port and the fix
@@ -45,7 +46,7 @@ from pytest_reliable.store.base import (
 from pytest_reliable.store.claims import Claims
 
 EXTRA = 'pip install "pytest-reliable[postgres]"'
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CONNECT_TIMEOUT_S = 10
 POOL_WAIT_S = 5.0
 """Mid-run: how long a query waits for a connection before the store counts as lost (for now)."""
@@ -68,6 +69,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         " skipped BIGINT NOT NULL DEFAULT 0, created DOUBLE PRECISION NOT NULL)",
         "CREATE TABLE IF NOT EXISTS reliable_nstar ("
         " digest TEXT PRIMARY KEY, record TEXT NOT NULL, created DOUBLE PRECISION NOT NULL)",
+    ),
+    2: (  # SPEC section 13: USD budgets, and the batch a killed run resumes
+        "ALTER TABLE reliable_budget ADD COLUMN IF NOT EXISTS usd DOUBLE PRECISION NOT NULL"
+        " DEFAULT 0",
+        "CREATE TABLE IF NOT EXISTS reliable_batches ("
+        " name TEXT PRIMARY KEY, batch_id TEXT NOT NULL, created DOUBLE PRECISION NOT NULL)",
     ),
 }
 """Statements that bring the schema from version N-1 to N, applied in order on first use."""
@@ -269,6 +276,13 @@ class PostgresStore(Store):
         else:
             self._query(sql, values, many=True)
 
+    def _mean_completion_tokens(self, model: str) -> float | None:
+        if not self.has_schema:
+            return None
+        found = self._query("SELECT AVG(completion_tokens) FROM reliable_answers WHERE model = %s"
+                            " AND completion_tokens IS NOT NULL", (model,))
+        return None if not found or found[0][0] is None else float(found[0][0])
+
     def _count(self) -> int:
         if not self.has_schema:
             return 0
@@ -283,6 +297,28 @@ class PostgresStore(Store):
 
     def ledger(self, run_id: str) -> Ledger:
         return PostgresLedger(self, run_id)
+
+    def pending_batch(self, name: str) -> str | None:
+        try:
+            found = self._query("SELECT batch_id FROM reliable_batches WHERE name = %s", (name,))
+        except StoreUnavailable:
+            return None
+        return str(found[0][0]) if found else None
+
+    def keep_batch(self, name: str, batch_id: str) -> None:
+        try:
+            self._query("INSERT INTO reliable_batches(name, batch_id, created) VALUES(%s, %s, %s)"
+                        " ON CONFLICT (name) DO UPDATE SET batch_id = EXCLUDED.batch_id",
+                        (name, batch_id, time.time()))
+        except StoreUnavailable:
+            super().keep_batch(name, batch_id)  # this process can still resume it
+
+    def forget_batch(self, name: str) -> None:
+        super().forget_batch(name)
+        try:
+            self._query("DELETE FROM reliable_batches WHERE name = %s", (name,))
+        except StoreUnavailable:
+            pass
 
     def rows(self, batch: int = 2000) -> Iterator[list[AnswerRow]]:
         """Every stored row, in key order, in batches (for ``cache export``)."""
@@ -325,23 +361,32 @@ class PostgresLedger(Ledger):
                               " ON CONFLICT (run) DO NOTHING", (self.run_id, time.time()))
             self._created = True
 
-    def reserve(self, max_calls: int | None, max_tokens: int | None) -> bool:
+    def reserve(self, max_calls: int | None, max_tokens: int | None,
+                max_usd: float | None = None, usd: float = 0.0) -> bool:
         self._ensure_row()
         granted = self.store._query(
-            "UPDATE reliable_budget SET calls = calls + 1 WHERE run = %(run)s"
+            "UPDATE reliable_budget SET calls = calls + 1, usd = usd + %(usd)s WHERE run = %(run)s"
             " AND (%(calls)s::bigint IS NULL OR calls < %(calls)s)"
-            " AND (%(tokens)s::bigint IS NULL OR tokens < %(tokens)s) RETURNING calls",
-            {"run": self.run_id, "calls": max_calls, "tokens": max_tokens},
+            " AND (%(tokens)s::bigint IS NULL OR tokens < %(tokens)s)"
+            " AND (%(max_usd)s::double precision IS NULL OR usd + %(usd)s <= %(max_usd)s + 1e-12)"
+            " RETURNING calls",
+            {"run": self.run_id, "calls": max_calls, "tokens": max_tokens,
+             "max_usd": max_usd, "usd": float(usd)},
         )
         if not granted:
             self.store._query("UPDATE reliable_budget SET skipped = skipped + 1 WHERE run = %s",
                               (self.run_id,))
         return bool(granted)
 
-    def add_tokens(self, n: int) -> None:
+    def add_tokens(self, n: int, usd: float = 0.0) -> None:
         self._ensure_row()
-        self.store._query("UPDATE reliable_budget SET tokens = tokens + %s WHERE run = %s",
-                          (int(n), self.run_id))
+        self.store._query("UPDATE reliable_budget SET tokens = tokens + %s, usd = usd + %s"
+                          " WHERE run = %s", (int(n), float(usd), self.run_id))
+
+    def spent_usd(self) -> float:
+        found = self.store._query("SELECT usd FROM reliable_budget WHERE run = %s",
+                                  (self.run_id,))
+        return float(found[0][0]) if found else 0.0
 
     def totals(self) -> tuple[int, int, int]:
         found = self.store._query("SELECT calls, tokens, skipped FROM reliable_budget "

@@ -6,7 +6,14 @@ timeout, a dropped connection (socket closed without a response), malformed JSON
 with ``echo_key=True`` copies the request's Authorization header into its body, as careless
 servers do (to test that the key never reaches a report). It runs a
 `ThreadingHTTPServer` on 127.0.0.1 at a free port in a background thread, so concurrent requests
-are served concurrently. It counts what it received so tests can assert on it.
+are served concurrently. It counts what it received so tests can assert on it, and the tokens
+it billed (``usage`` of every answer delivered: `billed_usd` is the server's own bill).
+
+It also serves OpenAI's batch API (``/v1/files`` and ``/v1/batches``, SPEC section 13): an uploaded
+JSONL file of requests becomes a batch that completes ``batch_delay`` seconds after it was created
+(looked at when polled), answers each line by the same rule, bills its tokens apart
+(``billed_batch``), fails the lines ``batch_failures(line)`` picks (in the error file), and with
+``batch_expires`` ends ``expired`` with only the first half of its lines answered.
 """
 
 from __future__ import annotations
@@ -57,8 +64,26 @@ class ScriptedServer:
         latency: float = 0.0,
         logprobs: Callable[[str], list[float]] | None = None,
         model_name: str = "scripted",
+        cached_prompt_tokens: Callable[[dict[str, Any]], int] | None = None,
+        batch_delay: float = 0.0,
+        batch_failures: Callable[[dict[str, Any]], bool] | None = None,
+        batch_expires: bool = False,
     ) -> None:
+        """``cached_prompt_tokens(body)``: prompt tokens the server says it served from its prompt
+        cache (``usage.prompt_tokens_details.cached_tokens``); default none."""
         self.rule = rule
+        self.cached_prompt_tokens = cached_prompt_tokens
+        self.billed: Counter[str] = Counter()
+        """Tokens of the answers delivered: ``prompt``, ``completion``, ``cached_prompt``."""
+        self.billed_batch: Counter[str] = Counter()
+        """The same, of the answers delivered through batches."""
+        self.batch_delay = batch_delay
+        self.batch_failures = batch_failures
+        self.batch_expires = batch_expires
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.batch_lines = 0
+        """Request lines received in batches (every batch created counts its lines)."""
         self.latency = latency
         self.logprobs = logprobs
         self.model_name = model_name
@@ -94,6 +119,178 @@ class ScriptedServer:
         if isinstance(f, str):
             f = Fault(f, retry_after=0.01 if f in ("429", "503") else None)
         return f
+
+    def answer(self, path: str, body: dict[str, Any], n: int) -> dict[str, Any] | None:
+        """The response body to a completions or chat-completions request (None: not found)."""
+        params = {k: v for k, v in body.items() if k not in ("messages", "prompt")}
+        if path.endswith("/chat/completions"):
+            messages = body.get("messages", [])
+            text = self.rule(messages, params)
+            prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
+            payload: dict[str, Any] = {
+                "id": f"chatcmpl-{n}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", self.model_name),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+        elif path.endswith("/completions"):
+            prompt = body.get("prompt", "")
+            text = self.rule(prompt, params)
+            prompt_tokens = len(str(prompt).split())
+            tokens = text.split(" ") if text else []
+            lps = self.logprobs(text) if self.logprobs else [-0.1] * len(tokens)
+            logprobs = None
+            if body.get("logprobs") is not None:
+                logprobs = {
+                    "tokens": tokens,
+                    "token_logprobs": lps[: len(tokens)],
+                    "top_logprobs": [{t: lp} for t, lp in zip(tokens, lps)],
+                    "text_offset": [0] * len(tokens),
+                }
+            payload = {
+                "id": f"cmpl-{n}",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": body.get("model", self.model_name),
+                "choices": [
+                    {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": "stop"}
+                ],
+            }
+        else:
+            return None
+        completion_tokens = len(text.split())
+        payload["usage"] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        if self.cached_prompt_tokens is not None:
+            cached = min(prompt_tokens, int(self.cached_prompt_tokens(body)))
+            payload["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
+        return payload
+
+    def bill(self, payload: dict[str, Any], *, batch: bool = False) -> None:
+        """Count an answer delivered and its tokens (``batch``: in ``billed_batch``)."""
+        usage = payload.get("usage") or {}
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+        with self._lock:
+            self.completed += 1
+            counter = self.billed_batch if batch else self.billed
+            counter.update(prompt=usage.get("prompt_tokens", 0),
+                           completion=usage.get("completion_tokens", 0), cached_prompt=cached)
+
+    # -- the batch API -------------------------------------------------------------------------
+    def upload(self, content_type: str, raw: bytes) -> dict[str, Any]:
+        """``POST /v1/files`` (multipart: ``purpose`` and ``file``)."""
+        from email.parser import BytesParser
+        from email.policy import default
+
+        message = BytesParser(policy=default).parsebytes(
+            f"Content-Type: {content_type}\r\n\r\n".encode() + raw)
+        content, purpose, filename = b"", "batch", "batch.jsonl"
+        for part in message.iter_parts():
+            name = part.get_param("name", header="content-disposition")
+            data = part.get_payload(decode=True) or b""
+            if name == "file":
+                content = bytes(data)
+                filename = str(part.get_filename() or filename)
+            elif name == "purpose":
+                purpose = bytes(data).decode()
+        with self._lock:
+            file_id = f"file-{len(self.files) + 1}"
+            self.files[file_id] = content
+        return {"id": file_id, "object": "file", "bytes": len(content),
+                "created_at": int(time.time()), "filename": filename, "purpose": purpose,
+                "status": "processed"}
+
+    def create_batch(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """``POST /v1/batches``: the batch of an uploaded file's lines (answered when polled)."""
+        content = self.files.get(str(body.get("input_file_id")))
+        if content is None:
+            return None
+        lines = [json.loads(line) for line in content.decode().splitlines() if line.strip()]
+        with self._lock:
+            batch_id = f"batch-{len(self.batches) + 1}"
+            self.batch_lines += len(lines)
+            self.batches[batch_id] = {
+                "id": batch_id, "object": "batch", "endpoint": body.get("endpoint"),
+                "input_file_id": body.get("input_file_id"),
+                "completion_window": body.get("completion_window", "24h"),
+                "status": "in_progress", "created_at": int(time.time()),
+                "output_file_id": None, "error_file_id": None, "errors": None,
+                "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+                "_lines": lines, "_started": time.monotonic(),
+            }
+        return self.poll_batch(batch_id)
+
+    def poll_batch(self, batch_id: str) -> dict[str, Any] | None:
+        """``GET /v1/batches/{id}``: finished once ``batch_delay`` has passed since creation."""
+        with self._lock:
+            batch = self.batches.get(batch_id)
+            if batch is None:
+                return None
+            due = (batch["status"] == "in_progress"
+                   and time.monotonic() - batch["_started"] >= self.batch_delay)
+            if due:
+                batch["status"] = "finalizing"  # one poller answers the lines
+        if due:
+            self._finish(batch)
+        return {k: v for k, v in batch.items() if not k.startswith("_")}
+
+    def _finish(self, batch: dict[str, Any]) -> None:
+        lines: list[dict[str, Any]] = batch["_lines"]
+        answered = lines[: len(lines) // 2] if self.batch_expires else lines
+        output, errors = [], []
+        for number, line in enumerate(lines):
+            custom_id = line.get("custom_id")
+            if line not in answered or (number >= len(answered)):
+                errors.append({"id": f"req-{number}", "custom_id": custom_id, "response": None,
+                               "error": {"code": "batch_expired",
+                                         "message": "the batch expired before this request"}})
+                continue
+            if self.batch_failures is not None and self.batch_failures(line):
+                errors.append({"id": f"req-{number}", "custom_id": custom_id,
+                               "response": {"status_code": 500, "request_id": f"r{number}",
+                                            "body": {"error": {"message": "scripted failure"}}},
+                               "error": None})
+                continue
+            payload = self.answer(str(line.get("url", "")), dict(line.get("body") or {}), number)
+            if payload is None:
+                errors.append({"id": f"req-{number}", "custom_id": custom_id, "response": None,
+                               "error": {"code": "invalid_url", "message": "not found"}})
+                continue
+            self.bill(payload, batch=True)
+            output.append({"id": f"req-{number}", "custom_id": custom_id,
+                           "response": {"status_code": 200, "request_id": f"r{number}",
+                                        "body": payload}, "error": None})
+        with self._lock:
+            for name, rows in (("output_file_id", output), ("error_file_id", errors)):
+                if rows:
+                    file_id = f"file-{len(self.files) + 1}"
+                    self.files[file_id] = "".join(json.dumps(r) + "\n" for r in rows).encode()
+                    batch[name] = file_id
+            batch["request_counts"] = {"total": len(lines), "completed": len(output),
+                                       "failed": len(errors)}
+            batch["status"] = "expired" if self.batch_expires else "completed"
+
+    def billed_usd(self, input: float, output: float, cached_input: float | None = None,
+                   batch: float | None = None) -> float:
+        """The server's own bill at these USD-per-million-token prices (``batch``: of the
+        batches' answers, at this multiplier)."""
+        with self._lock:
+            counts = self.billed if batch is None else self.billed_batch
+            prompt, cached = counts["prompt"], counts["cached_prompt"]
+            completion = counts["completion"]
+        cached_price = input if cached_input is None else cached_input
+        return (1.0 if batch is None else batch) * ((prompt - cached) * input + cached * cached_price
+                             + completion * output) / 1_000_000
 
     # -- lifecycle -----------------------------------------------------------------------------
     @property
@@ -158,6 +355,27 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self) -> None:
+        path = self.path.rstrip("/")
+        with self.owner._lock:
+            self.owner.paths["GET " + path.split("/v1/")[-1].split("/")[0]] += 1
+        if "/v1/batches/" in path:
+            batch = self.owner.poll_batch(path.rsplit("/", 1)[1])
+            if batch is None:
+                self._send_json(404, {"error": {"message": "no such batch"}})
+            else:
+                self._send_json(200, batch)
+            return
+        if "/v1/files/" in path and path.endswith("/content"):
+            content = self.owner.files.get(path.split("/")[-2])
+            if content is None:
+                self._send_json(404, {"error": {"message": "no such file"}})
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+            return
         if self.path.rstrip("/").endswith("/models"):
             self._send_json(
                 200, {"object": "list", "data": [{"id": self.owner.model_name, "object": "model"}]}
@@ -168,8 +386,23 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         owner = self.owner
         length = int(self.headers.get("Content-Length") or 0)
-        body = json.loads(self.rfile.read(length) or b"{}")
+        raw = self.rfile.read(length)
         path = self.path.rstrip("/")
+        if path.endswith("/v1/files"):
+            with owner._lock:
+                owner.paths[path] += 1
+            self._send_json(200, owner.upload(self.headers.get("Content-Type", ""), raw))
+            return
+        body = json.loads(raw or b"{}")
+        if path.endswith("/v1/batches"):
+            with owner._lock:
+                owner.paths[path] += 1
+            batch = owner.create_batch(body)
+            if batch is None:
+                self._send_json(400, {"error": {"message": "unknown input_file_id"}})
+            else:
+                self._send_json(200, batch)
+            return
         with owner._lock:
             owner.requests += 1
             n = owner.requests
@@ -203,60 +436,13 @@ class _Handler(BaseHTTPRequestHandler):
                 # then answer normally (the client has usually given up)
         if owner.latency:
             time.sleep(owner.latency)
-        params = {k: v for k, v in body.items() if k not in ("messages", "prompt")}
-        if path.endswith("/chat/completions"):
-            messages = body.get("messages", [])
-            text = owner.rule(messages, params)
-            prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
-            payload: dict[str, Any] = {
-                "id": f"chatcmpl-{n}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model", owner.model_name),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": "stop",
-                    }
-                ],
-            }
-        elif path.endswith("/completions"):
-            prompt = body.get("prompt", "")
-            text = owner.rule(prompt, params)
-            prompt_tokens = len(str(prompt).split())
-            tokens = text.split(" ") if text else []
-            lps = owner.logprobs(text) if owner.logprobs else [-0.1] * len(tokens)
-            logprobs = None
-            if body.get("logprobs") is not None:
-                logprobs = {
-                    "tokens": tokens,
-                    "token_logprobs": lps[: len(tokens)],
-                    "top_logprobs": [{t: lp} for t, lp in zip(tokens, lps)],
-                    "text_offset": [0] * len(tokens),
-                }
-            payload = {
-                "id": f"cmpl-{n}",
-                "object": "text_completion",
-                "created": int(time.time()),
-                "model": body.get("model", owner.model_name),
-                "choices": [
-                    {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": "stop"}
-                ],
-            }
-        else:
+        payload = owner.answer(path, body, n)
+        if payload is None:
             self._send_json(404, {"error": {"message": "not found"}})
             return
-        completion_tokens = len(text.split())
-        payload["usage"] = {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        }
         with contextlib.suppress(OSError):
             self._send_json(200, payload)
-            with owner._lock:
-                owner.completed += 1
+            owner.bill(payload)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,107 @@
+"""Prices (SPEC section 13): the table's format and checks, usage to USD, estimates, budgets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_reliable.models.base import ModelResponse
+from pytest_reliable.pricing import (
+    FREE,
+    Price,
+    PriceTable,
+    PricingError,
+    Spend,
+    call_cost,
+    estimate_tokens,
+    max_call_usd,
+)
+from pytest_reliable.runner import Budget
+
+
+def table(tmp_path: Path, text: str) -> PriceTable:
+    path = tmp_path / "prices.yaml"
+    path.write_text(text)
+    return PriceTable.load(path)
+
+
+def test_the_spec_format_with_exact_names_before_globs(tmp_path: Path) -> None:
+    prices = table(tmp_path, """
+models:
+  "gpt-4o*": {input: 2.5, output: 10}
+  gpt-4o-mini: {input: 0.15, output: 0.60, cached_input: 0.075, batch: 0.5}
+""")
+    mini = prices.price_for(["gpt-4o-mini", "openai:gpt-4o-mini@api.openai.com"])
+    assert mini == Price(0.15, 0.60, 0.075, 0.5, "gpt-4o-mini")
+    big = prices.price_for(["gpt-4o-2024", "openai:gpt-4o-2024@api.openai.com"])
+    assert big is not None and (big.cached_input, big.batch) == (2.5, 1.0)  # the defaults
+    assert prices.price_for(["claude", "openai:claude@x"]) is None
+    # the identity matches too (a callable's id, the adapter's openai:NAME@HOST)
+    assert table(tmp_path, "models: {'openai:*@127.0.0.1': {input: 1, output: 1}}").price_for(
+        ["scripted", "openai:scripted@127.0.0.1"]) is not None
+
+
+def test_usage_to_usd_with_cached_prompt_tokens_and_the_batch_multiplier() -> None:
+    price = Price(input=1.0, output=4.0, cached_input=0.5, batch=0.5)
+    assert price.usd(1000, 100) == pytest.approx((1000 * 1 + 100 * 4) / 1e6)
+    assert price.usd(1000, 100, 400) == pytest.approx((600 * 1 + 400 * 0.5 + 400) / 1e6)
+    assert price.usd(1000, 100, batch=True) == pytest.approx(0.5 * 1400 / 1e6)
+    response = ModelResponse("ok", prompt_tokens=1000, completion_tokens=100,
+                             extra={"cached_prompt_tokens": 400, "batch": True})
+    cost = call_cost(price, (("user", "x"),), response)
+    assert cost.usd == pytest.approx(0.5 * (600 + 200 + 400) / 1e6) and not cost.estimated
+    assert FREE.usd(10**9, 10**9) == 0
+
+
+def test_without_usage_the_tokens_are_estimated_at_four_characters_each() -> None:
+    price = Price(1.0, 1.0, 1.0)
+    cost = call_cost(price, (("system", "a" * 10), ("user", "b" * 30)), ModelResponse("c" * 9))
+    # the prompt's contents joined by a blank line: 10 + 2 + 30 = 42 characters -> 11 tokens
+    assert (cost.prompt_tokens, cost.completion_tokens, cost.estimated) == (11, 3, True)
+    assert max_call_usd(price, (("user", "b" * 40),), 32) == pytest.approx((10 + 32) / 1e6)
+
+
+@given(st.text(max_size=200))
+def test_an_estimate_is_never_zero_for_text_and_grows_with_it(text: str) -> None:
+    assert estimate_tokens(text) == 0 if not text else 1 <= estimate_tokens(text) <= len(text)
+    assert estimate_tokens(text + "abcd") == estimate_tokens(text) + 1
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("models: {m: {input: 1}}", "models.m.output is missing"),
+    ("models: {m: {input: '1', output: 1}}", "models.m.input is '1': give a number >= 0"),
+    ("models: {m: {input: 1, output: 1, batch: .nan}}", "models.m.batch is nan"),
+    ("models: {m: {input: true, output: 1}}", "models.m.input is True"),
+    ("models: {m: 3}", "models.m must be a mapping"),
+    ("models: {m: {input: 1, output: 1, cache: 1}}", "models.m.cache is not a price field"),
+    ("{}", "needs a top-level 'models' mapping"),
+    ("models: {}\nextra: 1", "unknown top-level field 'extra'"),
+    ("models: {m: [", "is not valid YAML"),
+])
+def test_a_bad_table_names_the_file_and_the_field(tmp_path: Path, text: str, said: str) -> None:
+    with pytest.raises(PricingError) as error:
+        table(tmp_path, text)
+    assert said in str(error.value) and "prices.yaml" in str(error.value)
+
+
+def test_a_missing_file_says_what_to_give(tmp_path: Path) -> None:
+    with pytest.raises(PricingError, match="does not exist: give --reliable-pricing"):
+        PriceTable.load(tmp_path / "nope.yaml")
+
+
+def test_a_usd_budget_grants_what_fits_and_settles_to_the_real_cost() -> None:
+    budget = Budget(max_usd=1.0)
+    assert budget.try_start(0.6) and not budget.try_start(0.6)
+    assert budget.outstanding_usd == pytest.approx(0.6)
+    budget.add_tokens(10, 0.1 - 0.6, released=0.6)  # it cost 0.10
+    assert (budget.usd, budget.outstanding_usd) == (pytest.approx(0.1), 0.0)
+    assert budget.try_start(0.6) and budget.describe() == "--reliable-budget 1usd"
+
+
+def test_spend_adds_up_and_is_the_json_cost() -> None:
+    total = Spend.total([Spend(0.1, 10, 2), Spend(0.2, 5, 1, 0.05, True)])
+    assert total.entry() == {"usd": pytest.approx(0.3), "prompt_tokens": 15,
+                             "completion_tokens": 3, "cached_usd_saved": 0.05, "estimated": True}
