@@ -907,6 +907,7 @@ def parse_item_markers(item: pytest.Item, state: ReliableState) -> dict[str, Any
         specs["reliable"] = spec = parse_reliable(
             marker.kwargs, space_exists=state.session.space_exists,
             has_baseline=baseline_configured(item, state),
+            n_default=default_resamplings(state.settings.n), decide_default=state.settings.decide,
         )
         if spec.baseline is not None:
             check_marker_baseline(spec.baseline, state)
@@ -918,6 +919,16 @@ def parse_item_markers(item: pytest.Item, state: ReliableState) -> dict[str, Any
                 perturbation_exists=perturbation_exists,
             )
     return specs
+
+
+def default_resamplings(n: int | str | None) -> int | None:
+    """The resamplings of a test without its own ``n``: ``--reliable-n N``, else the default;
+    None under ``--reliable-n auto`` (n* is known only after the pilot)."""
+    from pytest_reliable.session import DEFAULT_N
+
+    if isinstance(n, int):
+        return n
+    return DEFAULT_N if n is None else None
 
 
 JUNIT_PREFIX = "reliable_"
@@ -1080,8 +1091,11 @@ class ReliableFixture:
         exists = self._state.session.space_exists
         try:
             if kind == "reliable":
+                settings = self._state.settings
                 return parse_reliable(kwargs, space_exists=exists,
-                                      has_baseline=baseline_configured(self._item, self._state))
+                                      has_baseline=baseline_configured(self._item, self._state),
+                                      n_default=default_resamplings(settings.n),
+                                      decide_default=settings.decide)
             return parse_checklist(kind, (), kwargs, space_exists=exists,
                                    perturbation_exists=perturbation_exists)
         except MarkerArgumentError as error:
