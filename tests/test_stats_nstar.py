@@ -377,6 +377,7 @@ def _fresh_coverage(method: str, sd: float, pilot: int, pilots: int, seed: int) 
     return float(np.mean(rates)), float(np.std(rates, ddof=1) / math.sqrt(pilots))
 
 
+@pytest.mark.slow
 def test_bootstrap_keeps_its_promise_for_fresh_resamplings_and_paper_does_not() -> None:
     """Issue 12: on a 10-resampling pilot the paper's n* holds about 62% of the time (promised 90%)."""
     boot, boot_se = _fresh_coverage("bootstrap", 0.032, 10, 150, seed=1)
