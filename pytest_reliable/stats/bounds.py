@@ -255,6 +255,12 @@ class StdBound:
     excess_kurtosis: float = 0.0
     floor: float = 0.0
     method: str = CHI_SQUARE_STD
+    pairs: BoundedMean | None = None
+    """Set for values in [0, 1] (`sample_std_bound` with ``bounded=True``): the bounded-mean
+    bound of sigma^2 from disjoint pairs (see `pair_variance_bound`); ``upper`` is then the larger
+    of the two upper bounds. A chi-square bound, kurtosis-corrected or not, cannot see a rare
+    value that the sample missed (one collapsing format in 24 is missed by 10 resamplings 65% of
+    the time): it passed pass-on-evidence at the limit 30-50% of the time (N=30, n=10-30)."""
 
     @property
     def df(self) -> float:
@@ -274,7 +280,10 @@ class StdBound:
         if self.n < 2:
             return math.inf
         df = self.df
-        return math.sqrt(df * self._variance / float(_sps.chi2.ppf(1.0 - confidence, df)))
+        chi_square = math.sqrt(df * self._variance / float(_sps.chi2.ppf(1.0 - confidence, df)))
+        if self.pairs is None:
+            return chi_square
+        return max(chi_square, math.sqrt(self.pairs.upper(confidence)))
 
     def lower(self, confidence: float) -> float:
         if self.n < 2:
@@ -292,14 +301,36 @@ class StdBound:
         return float(_sps.chi2.sf(df * self._variance / limit**2, df))
 
 
-def sample_std_bound(values: ArrayLike, cells: ArrayLike | None = None) -> StdBound:
+PAIRED_STD = (
+    "; upper bound also from the halved squared differences of disjoint pairs (values in [0, 1]: "
+)
+
+
+def pair_variance_bound(values: ArrayLike) -> BoundedMean | None:
+    """The bounded-mean bound of sigma^2 for independent values in [0, 1]: the halved squared
+    differences (x_2j - x_2j+1)^2 / 2 of disjoint pairs are independent, in [0, 1/2], with mean
+    sigma^2, so `bounded_mean` bounds sigma^2 at any n whatever the values' distribution (a rare
+    value the sample missed included: the bound then stays wide). None below two values."""
+    x = _scores(values, "values")
+    m = x.size // 2
+    if m < 1:
+        return None
+    halves = (x[: 2 * m : 2] - x[1 : 2 * m : 2]) ** 2 / 2.0
+    return bounded_mean(np.clip(halves, 0.0, 0.5), high=0.5,
+                        of="halved squared differences of disjoint pairs of resamplings")
+
+
+def sample_std_bound(
+    values: ArrayLike, cells: ArrayLike | None = None, *, bounded: bool = False
+) -> StdBound:
     """`StdBound` of ``values`` (one score per resampling).
 
     ``cells``, the (resamplings, instances) matrix the values are row means of, adds the
     instance-sampling variance of sigma^2: sigma^2 = mean_i(v_i) / N with v_i the variance of
     instance i's cells, so var(sigma^2) ~ var(v_i) / N^3 (within-instance variances only), and
     the grid floor 1/(12 N^2). The excess kurtosis is the values' own (bias-corrected, from 4
-    values on).
+    values on). ``bounded``: the values lie in [0, 1]; the upper bound is also the pairs' bounded
+    one (`pair_variance_bound`), whichever is larger.
     """
     x = _scores(values, "values")
     std = float(np.std(x, ddof=1)) if x.size > 1 else 0.0
@@ -315,6 +346,11 @@ def sample_std_bound(values: ArrayLike, cells: ArrayLike | None = None) -> StdBo
         if s.ndim == 2 and s.shape[0] > 1 and s.shape[1] > 1:
             per_instance = np.var(s, axis=0, ddof=1)
             dataset_var = float(np.var(per_instance, ddof=1)) / s.shape[1] ** 3
+    if bounded:
+        pairs = pair_variance_bound(x)
+        if pairs is not None:
+            return StdBound(std, int(x.size), dataset_var, kurtosis, floor,
+                            CHI_SQUARE_STD + PAIRED_STD + pairs.method + ")", pairs)
     return StdBound(std, int(x.size), dataset_var, kurtosis, floor)
 
 
