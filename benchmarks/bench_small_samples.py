@@ -226,9 +226,11 @@ def claim_name(claim: str) -> str:
     return {"min_pass@k": "min_pass_at_k", "min_pass^k": "min_pass_hat_k"}.get(claim, claim)
 
 
-def run_regimes(reps: int, quick: bool, missed: list[str]) -> None:
+def run_regimes(reps: int, quick: bool, missed: list[str], only: str = "") -> None:
     print(f"{'claim':16} {'regime':44} {'PoE pass at limit':>20} {'FoE fail at limit':>20}")
     for regime in regimes(quick):
+        if only and only not in f"{regime.claim} {regime.label}":
+            continue
         rng = np.random.default_rng(zlib.crc32(regime.label.encode()))
         hits: dict[str, list[bool]] = {POE: [], FOE: []}
         for _ in range(reps):
@@ -319,15 +321,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e-reps", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="100 repetitions, fewer regimes")
     parser.add_argument("--skip-e2e", action="store_true")
+    parser.add_argument("--only", default="", help="run only regimes whose text contains this "
+                        "(e.g. 'max_std fixed'); skips the margins and the end-to-end part")
     args = parser.parse_args(argv)
     reps, e2e = (100, 20) if args.quick else (args.reps, args.e2e_reps)
     started = time.perf_counter()
     print(f"# small samples: thresholds at their truth, confidence {CONFIDENCE}, {reps} "
           "repetitions per regime (MC SE after +-; ! = above alpha + 2 SE)")
     missed: list[str] = []
-    run_regimes(reps, args.quick, missed)
-    power_cost(min(reps, 200))
-    if not args.skip_e2e:
+    run_regimes(reps, args.quick, missed, args.only)
+    if not args.only:
+        power_cost(min(reps, 200))
+    if not (args.skip_e2e or args.only):
         end_to_end(e2e, missed)
     print(f"\n# {time.perf_counter() - started:.0f} s; "
           + (f"MISSED: {missed}" if missed else "every target met"))

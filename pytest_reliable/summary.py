@@ -61,8 +61,8 @@ def std_bound(scores: np.ndarray, mode: str) -> stats.SpreadBound:
     """The bound behind ``max_std``. ilr: a resampling's score is a mean of N independent cells,
     so the cells bound its variance (`stats.cell_std_bound`, valid at any n >= 2); fixed mode: one
     format per resampling, only the n per-resampling scores tell (`stats.sample_std_bound`:
-    chi-square, and for the upper bound also the distribution-free bound from pairs of
-    resamplings, whichever is larger)."""
+    chi-square, and also the distribution-free bound from pairs of resamplings, whichever is
+    more conservative)."""
     if mode == "ilr":
         return stats.cell_std_bound(scores)
     return stats.sample_std_bound(scores.mean(axis=1), scores, bounded=True)
