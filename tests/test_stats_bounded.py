@@ -107,3 +107,17 @@ def test_ilr_std_bound_comes_from_the_cells_at_any_n() -> None:
     assert bound.std == pytest.approx(float(np.std(scores.mean(axis=1), ddof=1)))
     p = bound.p_above(0.05)
     assert 0.0 <= p <= 1.0 and "within-instance variances" in bound.method
+
+
+def test_fixed_std_bound_takes_the_more_conservative_side_of_chi_square_and_pairs() -> None:
+    # Two collapsing formats among ten resamplings: heavy tails that a chi-square lower bound
+    # (even kurtosis-corrected) reads as a breach more often than alpha.
+    values = np.r_[np.full(8, 0.7), 0.15, 0.2] + np.linspace(0, 0.01, 10)
+    chi = stats.sample_std_bound(values)
+    both = stats.sample_std_bound(values, bounded=True)
+    assert both.std == chi.std
+    assert both.lower(0.95) <= chi.lower(0.95) and both.upper(0.95) >= chi.upper(0.95)
+    assert both.p_above(0.1) >= chi.p_above(0.1)
+    p = both.p_above(0.1)
+    if 1e-6 < p < 1 - 1e-6:
+        assert both.lower(1 - p) == pytest.approx(0.1, abs=1e-4)
