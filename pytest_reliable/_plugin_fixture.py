@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
-from pytest_reliable._plugin_markers import perturbation_exists
+from pytest_reliable._plugin_markers import default_resamplings, perturbation_exists
 from pytest_reliable._plugin_plan import plan_instead
 from pytest_reliable._plugin_state import (
     ERRORS_KEY,
@@ -100,8 +100,12 @@ class ReliableFixture:
         exists = self._state.session.space_exists
         try:
             if kind == "reliable":
-                return parse_reliable(kwargs, space_exists=exists, has_baseline=baseline_configured(
-                    self._item, self._state.settings))
+                settings = self._state.settings
+                return parse_reliable(
+                    kwargs, space_exists=exists,
+                    has_baseline=baseline_configured(self._item, settings),
+                    n_default=default_resamplings(settings), decide_default=settings.decide,
+                )
             return parse_checklist(kind, (), kwargs, space_exists=exists,
                                    perturbation_exists=perturbation_exists)
         except MarkerArgumentError as error:

@@ -121,6 +121,7 @@ def parse_item_markers(
                                       "pass arguments by name")
         specs["reliable"] = spec = parse_reliable(
             marker.kwargs, space_exists=space_exists, has_baseline=has_baseline,
+            n_default=default_resamplings(settings), decide_default=settings.decide,
         )
         if spec.baseline is not None:
             check_marker_baseline(spec.baseline, settings)
@@ -132,6 +133,16 @@ def parse_item_markers(
                 perturbation_exists=perturbation_exists,
             )
     return specs
+
+
+def default_resamplings(settings: Settings) -> int | None:
+    """The resamplings of a test without its own ``n``: ``--reliable-n N``, else the default;
+    None under ``--reliable-n auto`` (n* is known only after the pilot)."""
+    from pytest_reliable.session import DEFAULT_N
+
+    if isinstance(settings.n, int):
+        return settings.n
+    return DEFAULT_N if settings.n is None else None
 
 
 def check_marker_baseline(name: str, settings: Settings) -> None:

@@ -21,9 +21,14 @@ must be >= the limit (it is already a bound). The bound functions live in `pytes
 
 ``max_regression`` (SPEC section 9) is one more ``max_*`` threshold of the same test, on the
 regression baseline - candidate: its claim is "the candidate is worse by at most the limit", its
-bounds and p-value come from the paired difference's clustered bound (cluster-robust t over
-instances; a two-way bootstrap in fixed mode), and under
-fail-on-evidence it is one more claim in the test's Holm family.
+bounds and p-value come from the paired difference's bound (`stats.paired_difference`: bounded
+per-instance differences, plus the resamplings' t in fixed mode), and under fail-on-evidence it is
+one more claim in the test's Holm family.
+
+Means (``min_score``, ``min_pass_at_k``, ``min_pass_hat_k``) are decided on `stats.MeanBound`s
+that hold at any N (`stats.bounded_mean`: Clopper-Pearson on 0/1 values, Gaffke's bound
+otherwise); every p-value inverts its bound, so a claim rejected under fail-on-evidence is one
+whose favourable-side bound at its Holm level breaches the limit.
 """
 
 from __future__ import annotations
@@ -138,7 +143,7 @@ class Evidence:
 
 
 def proportion_evidence(
-    observed: float | None, bounds: list[stats.ProportionBound], direction: Direction,
+    observed: float | None, bounds: Sequence[stats.MeanBound], direction: Direction,
     method: str | None = None,
 ) -> Evidence:
     """Claims "mean >= limit" (min) or "mean <= limit" (max), one per bound."""
@@ -188,7 +193,7 @@ def spread_evidence(
                     favourable, p_breach)
 
 
-def std_evidence(bound: stats.StdBound) -> Evidence:
+def std_evidence(bound: stats.SpreadBound) -> Evidence:
     """The claim "sigma <= limit" over the per-resampling scores."""
     return Evidence(
         bound.std if bound.n >= 2 else None, bound.method,
@@ -368,7 +373,7 @@ def _finite(value: float | None) -> float | None:
     return None if value is None or math.isnan(value) else float(value)
 
 
-def _proportion(observed: float, bound: stats.ProportionBound | None) -> Evidence:
+def _proportion(observed: float, bound: stats.MeanBound | None) -> Evidence:
     return proportion_evidence(_finite(observed), [bound] if bound is not None else [], "min")
 
 

@@ -27,7 +27,16 @@ from pytest_reliable.vocabulary import MODES as MODES
 from pytest_reliable.vocabulary import ORDER_GROUPINGS as ORDER_GROUPINGS
 from pytest_reliable.vocabulary import POLICIES as POLICIES
 from pytest_reliable.vocabulary import RELIABLE_THRESHOLDS as RELIABLE_THRESHOLDS
-from pytest_reliable.vocabulary import Grouping, Mode, OrderGrouping, Policy, is_policy
+from pytest_reliable.vocabulary import (
+    DEFAULT_POLICY,
+    FAIL_ON_EVIDENCE,
+    PASS_ON_EVIDENCE,
+    Grouping,
+    Mode,
+    OrderGrouping,
+    Policy,
+    is_policy,
+)
 
 GROUPABLE_DIMENSIONS = VALUE_DIMENSIONS
 """Dimension names ``group_by=[...]`` may list (every space has them; undeclared = one value)."""
@@ -234,10 +243,13 @@ def _unknown(marker: str, kwargs: Mapping[str, Any], allowed: set[str]) -> None:
 
 
 def parse_reliable(
-    kwargs: Mapping[str, Any], *, space_exists: Callable[[Any], bool], has_baseline: bool = True
+    kwargs: Mapping[str, Any], *, space_exists: Callable[[Any], bool], has_baseline: bool = True,
+    n_default: int | None = None, decide_default: str = DEFAULT_POLICY,
 ) -> ReliableSpec:
     """Validate ``@pytest.mark.reliable(**kwargs)``. ``space_exists`` checks a space name;
-    ``has_baseline``: whether a baseline is configured outside the marker (fixture, options)."""
+    ``has_baseline``: whether a baseline is configured outside the marker (fixture, options);
+    ``n_default`` / ``decide_default``: the resamplings and the policy of a marker without its own
+    (None: not known before the run, as under ``--reliable-n auto``)."""
     marker = "reliable"
     _unknown(marker, kwargs, RELIABLE_ARGUMENTS)
     values: dict[str, Any] = dict(kwargs)
@@ -279,7 +291,32 @@ def parse_reliable(
     if values.get("min_circular") is not None and not values.get("circular"):
         raise MarkerArgumentError(marker, "min_circular", values["min_circular"],
                                   "it needs circular=True (the cyclic shifts it is decided on)")
-    return ReliableSpec(**values)
+    spec = ReliableSpec(**values)
+    check_max_std_resamplings(spec, spec.n or n_default, spec.decide or decide_default)
+    return spec
+
+
+MAX_STD_MIN_N: dict[Mode, int] = {"ilr": 2, "fixed": 10}
+"""The fewest resamplings ``max_std`` is decided on evidence with. ilr: the bound comes from each
+instance's variance over its cells, which needs two of them. fixed: the bound comes from the n
+per-resampling scores alone (chi-square, degrees of freedom corrected for their kurtosis), and
+below 10 a kurtosis cannot be told from noise: fail-on-evidence then failed a compliant model
+15-20% of the time (one collapsing format among 24, n=5)."""
+
+
+def check_max_std_resamplings(spec: ReliableSpec, n: int | None, decide: str) -> None:
+    """`MarkerArgumentError` when ``max_std`` is decided on evidence with fewer resamplings than
+    its bound needs (`MAX_STD_MIN_N`); ``n`` None (not known yet) passes."""
+    if spec.max_std is None or n is None or decide not in (PASS_ON_EVIDENCE, FAIL_ON_EVIDENCE):
+        return
+    least = MAX_STD_MIN_N[spec.mode]
+    if n < least:
+        raise MarkerArgumentError(
+            "reliable", "max_std", spec.max_std,
+            f"under {decide} in {spec.mode} mode it needs n >= {least} resamplings (this test "
+            f"runs {n}); set n={least} or more on the marker (or --reliable-n), or "
+            "decide='estimate'",
+        )
 
 
 def check_policy(marker: str, name: str, value: Any) -> Policy:

@@ -146,6 +146,10 @@ class ReliableReport:
         return self.fields["k"]
 
     @property
+    def pass_criterion(self) -> str:
+        return self.fields["pass_criterion"]
+
+    @property
     def n_star(self) -> int | None:
         return self.fields["n_star"]
 

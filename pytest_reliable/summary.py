@@ -47,6 +47,31 @@ if TYPE_CHECKING:  # the JSON entry's shape; types only, so the core does not lo
 NOISE_PERMUTATIONS = 200
 """Seeded within-instance label permutations behind every ``noise_floor``."""
 
+PASS_CRITERION = "score == 1 (full credit)"
+"""When one of the canonical pass's k samples counts as passed for pass@k and pass^k (the JSON
+entry's ``pass_criterion``). Scores may be partial credit in [0, 1]; pass@k asks whether some
+sample (pass^k: every sample) *passed*, so a sample passes only with full credit, as a code
+sample passes only when every test passes. pass@1 stays the mean canonical score (SPEC 11)."""
+FULL_CREDIT = 1.0 - 1e-9
+"""A score at least this high is full credit (round-off in a grader's arithmetic, e.g. a sum of
+fractions, is not partial credit)."""
+
+
+def std_bound(scores: np.ndarray, mode: str) -> stats.SpreadBound:
+    """The bound behind ``max_std``. ilr: a resampling's score is a mean of N independent cells,
+    so the cells bound its variance (`stats.cell_std_bound`, valid at any n >= 2); fixed mode: one
+    format per resampling, only the n per-resampling scores tell (`stats.sample_std_bound`:
+    chi-square, and also the distribution-free bound from pairs of resamplings, whichever is
+    more conservative)."""
+    if mode == "ilr":
+        return stats.cell_std_bound(scores)
+    return stats.sample_std_bound(scores.mean(axis=1), scores, bounded=True)
+
+
+def passed_samples(canonical_scores: np.ndarray) -> np.ndarray:
+    """Per instance, how many of its k canonical samples passed (`PASS_CRITERION`)."""
+    return np.asarray((canonical_scores >= FULL_CREDIT).sum(axis=0), dtype=np.int64)
+
 
 class ScoreRangeError(ReliableError):
     """A grader returned a score outside [0, 1] (or not a number)."""
@@ -379,10 +404,10 @@ class Summary:
     unparsed: int
     confidence: float
     interval_method: str = "wilson"
-    mean_bound: stats.ProportionBound | None = None
-    std_bound: stats.StdBound | None = None
-    pass_at_k_bound: stats.ProportionBound | None = None
-    pass_hat_k_bound: stats.ProportionBound | None = None
+    mean_bound: stats.MeanBound | None = None
+    std_bound: stats.SpreadBound | None = None
+    pass_at_k_bound: stats.MeanBound | None = None
+    pass_hat_k_bound: stats.MeanBound | None = None
     n_star_curve: NStarCurveEntry | None = None
     """The curves ``n_star`` was read from (the report's ``n_star_curve``: the HTML page draws
     them)."""
@@ -413,6 +438,7 @@ class Summary:
             "pass_at_k": self.pass_at_k,
             "pass_hat_k": self.pass_hat_k,
             "k": self.k,
+            "pass_criterion": PASS_CRITERION,
             "n_star": self.n_star,
             "n_star_reliable": self.n_star_reliable,
             "achievable_eps": self.achievable_eps,
@@ -464,7 +490,7 @@ def summarize(
     else:
         low, high = stats.clustered_mean(first).interval(confidence)
         interval_method = "clustered (Wilson on effective n; scores not all 0/1)"
-    successes = np.rint(matrix.canonical_scores.sum(axis=0)).astype(int)
+    successes = passed_samples(matrix.canonical_scores)
     at_k_each = np.array([stats.pass_at_k(k, int(c), k) for c in successes])
     hat_k_each = np.array([stats.pass_hat_k(k, int(c), k) for c in successes])
     at_1 = float(matrix.canonical_scores.mean())
@@ -509,13 +535,13 @@ def summarize(
         unparsed=unparsed,
         confidence=confidence,
         interval_method=interval_method,
-        mean_bound=stats.clustered_mean(
+        mean_bound=stats.mean_bound(
             scores, two_way=variants_sampled(space, matrix, mode)
         ) if scores.size else None,
-        std_bound=(stats.sample_std_bound(per_resampling, scores)
-                   if per_resampling.size else None),
-        pass_at_k_bound=stats.clustered_mean(at_k_each),
-        pass_hat_k_bound=stats.clustered_mean(hat_k_each),
+        std_bound=std_bound(scores, mode) if per_resampling.size else None,
+        # Each instance's k samples pass or not as a whole: 0/1 per instance, bounded exactly.
+        pass_at_k_bound=stats.bounded_mean(at_k_each, of="per-instance pass@k values"),
+        pass_hat_k_bound=stats.bounded_mean(hat_k_each, of="per-instance pass^k values"),
         n_star_curve=n_star_curve,
     )
 

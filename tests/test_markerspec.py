@@ -168,3 +168,29 @@ def test_the_vocabulary_tables_cover_their_literal_types() -> None:
     assert list(vocabulary.DIRECTIONS) == [*vocabulary.RELIABLE_THRESHOLDS, "max_regression"]
     assert set(vocabulary.DIRECTIONS.values()) == set(get_args(vocabulary.Direction))
     assert vocabulary.POLICIES[0] == vocabulary.DEFAULT_POLICY == "pass-on-evidence"
+
+
+@pytest.mark.parametrize(("kwargs", "n_default", "decide_default", "refused"), [
+    ({"mode": "fixed", "max_std": 0.05, "n": 5}, 10, "pass-on-evidence", True),
+    ({"mode": "fixed", "max_std": 0.05}, 5, "fail-on-evidence", True),  # --reliable-n 5
+    ({"mode": "fixed", "max_std": 0.05, "n": 5, "decide": "estimate"}, 10, "pass-on-evidence",
+     False),
+    ({"mode": "fixed", "max_std": 0.05}, None, "pass-on-evidence", False),  # auto: not known yet
+    ({"mode": "fixed", "max_std": 0.05, "n": 10}, 10, "pass-on-evidence", False),
+    ({"mode": "ilr", "max_std": 0.05, "n": 1}, 10, "pass-on-evidence", True),
+    ({"mode": "ilr", "max_std": 0.05, "n": 2}, 10, "pass-on-evidence", False),
+    ({"mode": "fixed", "min_score": 0.5, "n": 2}, 10, "pass-on-evidence", False),
+])
+def test_max_std_on_evidence_needs_its_minimum_resamplings(
+    kwargs: dict[str, Any], n_default: int | None, decide_default: str, refused: bool
+) -> None:
+    def parse() -> object:
+        return parse_reliable(kwargs, space_exists=lambda s: True, n_default=n_default,
+                              decide_default=decide_default)
+
+    if refused:
+        with pytest.raises(MarkerArgumentError, match=r"max_std.*needs n >= \d+ resamplings.*"
+                                                      r"decide='estimate'"):
+            parse()
+    else:
+        parse()

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_reliable.stats import NStarResult, min_reliable_n
+from pytest_reliable.stats.reliable_n import pilot_inflation
 
 DATA = Path(__file__).parent / "data" / "multiprompt" / "paraphrases_accuracies" / "BBH"
 ALL_SUBSETS = 1_000_000  # > C(N, n) for every N <= 10 (and 16): the exact path everywhere
@@ -307,8 +308,10 @@ def test_bootstrap_curve_matches_a_literal_resampling_in_distribution() -> None:
     x = real("causal_judgement", "flan-t5-xxl", 0, 50)
     result = min_reliable_n(x, 0.002, 0.1, subsets=20_000, method="bootstrap", n_max=60)
     assert result.method == "bootstrap" and result.n_max == 60
+    # The recipe resamples the pilot's deviations inflated to their upper confidence bound.
+    inflated = x.mean() + (x - x.mean()) * pilot_inflation(len(x), 0.1)
     for n in (1, 5, 20, 60):
-        literal = brute_bootstrap_upper(x, n, 0.1, 20_000, seed=99)
+        literal = brute_bootstrap_upper(inflated, n, 0.1, 20_000, seed=99)
         assert result.mean_upper[n - 1] == pytest.approx(literal, rel=0.05), n
 
 
@@ -318,8 +321,9 @@ def test_bootstrap_may_exceed_the_pilot_and_paper_may_not() -> None:
     paper = min_reliable_n(x, 0.01, 0.1)
     boot = min_reliable_n(x, 0.01, 0.1, method="bootstrap")
     assert paper.n_star <= 10
-    # The fresh-resampling answer: (z_{0.975} * sd / eps)^2 is about 30 at this pilot's sd.
-    expected = (1.96 * float(np.std(x)) / 0.01) ** 2
+    # The fresh-resampling answer: (z_{0.975} * sd / eps)^2 at this pilot's sd inflated to its
+    # upper 90% bound (a pilot of 10 may have missed the tail: about 2.2 times the resamplings).
+    expected = (1.96 * float(np.std(x)) * pilot_inflation(10, 0.1) / 0.01) ** 2
     assert boot.reliable and boot.n_star > 10
     assert boot.n_star == pytest.approx(expected, rel=0.2)
     assert boot.n_star == max(boot.n_star_mean, boot.n_star_var)
@@ -374,3 +378,21 @@ def test_bootstrap_keeps_its_promise_for_fresh_resamplings_and_paper_does_not() 
           f"paper {paper:.3f} +- {paper_se:.3f}")
     assert boot >= 0.90 - 3 * boot_se
     assert paper < 0.75
+
+
+def test_bootstrap_n_star_does_not_depend_on_the_scores_scale() -> None:
+    # SPEC 7: the bootstrap's spread criterion compares standard deviations, so percents with
+    # 100 x eps ask the same resamplings as fractions with eps (variances differed 100-fold).
+    x = 0.7 + 0.05 * np.random.default_rng(3).standard_normal(50)
+    fractions = min_reliable_n(x, 0.02, 0.1, method="bootstrap")
+    percents = min_reliable_n(100 * x, 2.0, 0.1, method="bootstrap")
+    assert (fractions.n_star_mean, fractions.n_star_var) == (percents.n_star_mean,
+                                                              percents.n_star_var)
+    assert fractions.var_upper[9] == pytest.approx(percents.var_upper[9] / 100)
+    # The paper's recipe keeps its squared units.
+    assert min_reliable_n(x, 0.02, 0.1).n_star_var != min_reliable_n(100 * x, 2.0, 0.1).n_star_var
+
+
+def test_a_small_pilot_is_inflated_to_its_upper_spread_bound() -> None:
+    assert pilot_inflation(10, 0.1) == pytest.approx(math.sqrt(9 / 4.168159), rel=1e-5)
+    assert 1.0 < pilot_inflation(100, 0.1) < 1.11 and pilot_inflation(1, 0.1) == 1.0

@@ -75,3 +75,17 @@ def test_scores_outside_the_unit_interval_name_task_and_instance() -> None:
     matrix.cells[5] = dataclasses.replace(matrix.cells[5], score=3.7)
     with pytest.raises(ScoreRangeError, match=r"MultipleChoice.*3\.7 for instance 5"):
         check_scores(matrix, MultipleChoice())
+
+
+def test_pass_at_k_counts_only_full_credit_as_a_pass() -> None:
+    # A grader giving 0.6 everywhere: no sample passed (rounding made it pass@k = 1.0).
+    matrix, space = simulated(3, "ilr", lambda cell: 1.0, seed=3)
+    matrix.scores[:] = 0.6
+    matrix.canonical_scores[:] = 0.6
+    summary = summarize(matrix, space, mode="ilr", eps=0.01, delta=0.1)
+    assert summary.pass_at_k == summary.pass_hat_k == 0.0
+    assert summary.pass_at_1 == pytest.approx(0.6)
+    assert summary.fields()["pass_criterion"] == "score == 1 (full credit)"
+    # Each instance's k samples pass or not as a whole: 0/1 values, bounded exactly.
+    assert summary.pass_at_k_bound is not None
+    assert "Clopper-Pearson" in summary.pass_at_k_bound.method

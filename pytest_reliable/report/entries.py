@@ -65,6 +65,8 @@ class SummaryFields(TypedDict):
     pass_at_k: float
     pass_hat_k: float
     k: int
+    pass_criterion: str
+    """When a sample counts as passed for pass@k / pass^k: "score == 1 (full credit)"."""
     n_star: int | None
     n_star_reliable: bool | None
     achievable_eps: float | None
@@ -227,6 +229,7 @@ class ReliableEntry(TypedDict):
     pass_at_k: float | None
     pass_hat_k: float | None
     k: int | None
+    pass_criterion: str | None
     n_star: int | None
     n_star_reliable: bool | None
     achievable_eps: float | None

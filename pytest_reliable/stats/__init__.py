@@ -17,8 +17,12 @@ Where each topic lives (one module each; every public name is importable from he
 - ``_validation``: the argument checkers above, shared by every module (private).
 - ``proportions``: Wilson's interval, pass@k, pass^k.
 - ``summaries``: moments, ranges, bootstrap_ci.
-- ``bounds``: the gates' bounds: clustered means and proportions (``ProportionBound``),
-  ``WilsonBound``, ``StdBound``, Holm's step-down.
+- ``bounded``: the gates' bounds on means of bounded values, valid at any N (``bounded_mean``:
+  Gaffke's bound, Clopper-Pearson on 0/1 values; ``mean_bound`` of a score matrix, with a second
+  source of error when fixed mode sampled its variants).
+- ``bounds``: clustered means and proportions (``ProportionBound``), ``WilsonBound``, the
+  bounds of ``max_std`` (``StdBound``: chi-square; ``CellStdBound``: ilr, from the cells),
+  Holm's step-down.
 - ``groups``: group effects paired within instance, and the noise floor of a range.
 - ``multiprompt``: AvgP, MaxP, CPS (Mizrahi et al.).
 - ``paired``: two models on the same cells: McNemar, the paired bootstrap, the clustered
@@ -33,10 +37,20 @@ Where each topic lives (one module each; every public name is importable from he
 
 from __future__ import annotations
 
+from pytest_reliable.stats.bounded import (
+    BoundedMean,
+    MeanBound,
+    TwoSourceMean,
+    bounded_mean,
+    mean_bound,
+)
 from pytest_reliable.stats.bounds import (
+    CellStdBound,
     ProportionBound,
+    SpreadBound,
     StdBound,
     WilsonBound,
+    cell_std_bound,
     clustered_mean,
     clustered_proportion,
     holm,
@@ -64,32 +78,38 @@ from pytest_reliable.stats.summaries import Moments, Ranges, bootstrap_ci, momen
 # this package replaced).
 from pytest_reliable.stats.groups import PAIRED_METHOD as PAIRED_METHOD
 from pytest_reliable.stats.paired import CLUSTER_BOOTSTRAP as CLUSTER_BOOTSTRAP
-from pytest_reliable.stats.paired import CLUSTER_T as CLUSTER_T
-from pytest_reliable.stats.paired import TWO_WAY_BOOTSTRAP as TWO_WAY_BOOTSTRAP
 from pytest_reliable.stats.reliable_n import N_STAR_METHODS as N_STAR_METHODS
 
 __all__ = [
+    "BoundedMean",
+    "CellStdBound",
     "ClusteredDifference",
     "ConfidenceSequence",
     "GroupEffects",
     "McNemarResult",
+    "MeanBound",
     "Moments",
     "NStarResult",
     "ORPResult",
     "PairedComparison",
     "ProportionBound",
     "Ranges",
+    "SpreadBound",
     "StdBound",
+    "TwoSourceMean",
     "WilsonBound",
     "asymptotic_cs",
     "avgp",
     "betting_cs",
     "bootstrap_ci",
+    "bounded_mean",
+    "cell_std_bound",
     "clustered_mean",
     "clustered_proportion",
     "cps",
     "holm",
     "maxp",
+    "mean_bound",
     "mcnemar_exact",
     "min_reliable_n",
     "moments",

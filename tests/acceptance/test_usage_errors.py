@@ -38,6 +38,9 @@ def assert_usage_error(result: pytest.RunResult, *fragments: str) -> None:
         ("min_score=1.5", ["test_marked", "min_score=1.5", "[0, 1]"]),
         ("mode='random'", ["test_marked", "mode='random'", "'ilr' or 'fixed'"]),
         ("space='missing'", ["test_marked", "space='missing'", "reliable.yaml"]),
+        # issue 19: a chi-square std bound on 5 per-format scores is no evidence.
+        ("mode='fixed', n=5, max_std=0.05",
+         ["test_marked", "max_std", "needs n >= 10 resamplings", "decide='estimate'"]),
     ],
 )
 def test_bad_marker_arguments(pytester: pytest.Pytester, args: str, fragments: list[str]) -> None:
