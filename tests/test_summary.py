@@ -88,3 +88,46 @@ def test_summarising_30_by_100_is_fast() -> None:
     elapsed = time.perf_counter() - start
     print(f"summarize 30 x 100: {elapsed:.3f} s")
     assert np.isfinite(elapsed)
+
+
+def _wrong_under_number(cell: CellResult) -> float:
+    return 0.0 if cell.variant.value("enumerator") == "number" else 0.8
+
+
+def test_a_value_that_is_always_wrong_reports_0_and_fails_min_worst() -> None:
+    # Issue 19 / issue 20 item 22: ilr, N=100, n=3, every answer under enumerator=number wrong.
+    # The estimator compared cells with their instance's mean including themselves: it reported
+    # 0.12 for the value, with a lower bound (0.08) that passed min_worst=0.01.
+    from pytest_reliable.gate import reliable_thresholds
+    from pytest_reliable.markerspec import ReliableSpec
+
+    data = [{"question": f"q{i}", "choices": ["a", "b", "c", "d"], "answer": i % 4}
+            for i in range(100)]
+    matrix, space = simulated(3, "ilr", _wrong_under_number, seed=11, data=data)
+    summary = summarize(matrix, space, mode="ilr", eps=0.01, delta=0.1)
+    assert summary.dimensions["enumerator"]["number"] == 0.0  # the observed value mean
+    group = summary.formats.groups["enumerator=number"]
+    assert group.observed == 0.0 and group.score < 0.05
+    assert summary.formats.worst_candidates == ["enumerator=number"]
+    [check] = reliable_thresholds(ReliableSpec(n=3, min_worst=0.01), summary, "pass-on-evidence")
+    assert not check.passed
+    # Evidence of a breach needs a limit the data can rule out: 100 wrong cells cannot show a
+    # score below 0.01 at Holm's level over 15 groups (zero of 70 instances right bounds it at
+    # about 0.08), but they do show it below 0.2.
+    [check] = reliable_thresholds(ReliableSpec(n=3, min_worst=0.2), summary, "fail-on-evidence")
+    assert not check.passed and check.bound is not None and check.bound < 0.2
+
+
+def test_dimensions_are_observed_means_and_groups_are_paired() -> None:
+    matrix, space = simulated(4, "ilr", lambda cell: 0.7, seed=12)
+    summary = summarize(matrix, space, mode="ilr", eps=0.01, delta=0.1)
+    cells = matrix.resampling_cells()
+    for dim, values in summary.dimensions.items():
+        for value, mean in values.items():
+            scores = [c.score for c in cells
+                      if space.display_value(dim, c.variant.value(dim)) == value]
+            assert mean == pytest.approx(np.mean(scores))
+    entry = summary.formats.as_dict()
+    assert entry["estimator"].startswith("paired within instance")
+    assert all(0.0 <= g["score"] <= 1.0 for g in entry["per_variant"].values())
+    assert set(entry["worst_candidates"]) <= set(entry["per_variant"])
