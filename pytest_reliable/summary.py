@@ -35,7 +35,7 @@ from pytest_reliable.evaluation import CANONICAL, CellResult, ScoreMatrix
 from pytest_reliable.nstar import curve_entry
 from pytest_reliable.nstar_store import NStarEntry
 from pytest_reliable.sampling import n_listed_units
-from pytest_reliable.space import PERMUTE_LISTED_MAX, Space
+from pytest_reliable.space import FORMAT_DIMENSIONS, PERMUTE_LISTED_MAX, Space
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only, so the core does not load the writers
     from pytest_reliable.report.entries import (
@@ -141,6 +141,9 @@ class RangeSummary:
     labellings: list[Labelling] = field(default_factory=list)
     worst_candidates: list[str] = field(default_factory=list)
     """Keys of the groups that could be the worst at the test's confidence (the worst first)."""
+    unobserved: list[str] = field(default_factory=list)
+    """Keys of listed dimension values no cell was rendered with (e.g. fixed mode with fewer
+    resamplings than values): claims about them have no evidence."""
 
     @property
     def spread(self) -> float | None:
@@ -156,6 +159,7 @@ class RangeSummary:
             "per_variant": {key: g.as_dict() for key, g in self.groups.items()},
             "noise_floor": self.noise_floor,
             "worst_candidates": list(self.worst_candidates),
+            "unobserved": list(self.unobserved),
             "estimator": stats.PAIRED_METHOD,
         }
 
@@ -308,7 +312,32 @@ def format_range(
         if grouping == "dimensions" else list(grouping)
     )
     label = "dimensions" if grouping == "dimensions" else "dimensions:" + ",".join(names)
-    return _range(label, [dimensions[d] for d in names], matrix.scores, offsets, confidence)
+    found = _range(label, [dimensions[d] for d in names], matrix.scores, offsets, confidence)
+    n_options = max((len(c.prompt.displayed) for c in matrix.cells), default=0)
+    renderable = _renderable_values(space, n_options)
+    found.unobserved = [
+        f"{dim}={space.display_value(dim, value)}" for dim in names
+        for index, value in enumerate(space.dimensions[dim])
+        if index in renderable.get(dim, range(len(space.dimensions[dim])))
+        and space.display_value(dim, value) not in {g.key for g in dimensions[dim].groups}
+    ]
+    return found
+
+
+_VALIDITY_ROWS = 200_000
+"""Format combinations checked for which values can be rendered at all (larger spaces: all)."""
+
+
+def _renderable_values(space: Space, n_options: int) -> dict[str, set[int]]:
+    """Per format dimension, the indexes of values that some valid format uses for data with
+    ``n_options`` options (an enumerator too short for them, say, is never rendered, so its
+    absence is no gap in the evidence). Dimensions left out: every value counts."""
+    sizes = [len(space.dimensions[d]) for d in FORMAT_DIMENSIONS]
+    if math.prod(sizes) > _VALIDITY_ROWS:
+        return {}
+    grid = np.indices(sizes).reshape(len(sizes), -1).T
+    valid = grid[space.format_validity_mask(grid, max(n_options, 2))]
+    return {d: set(np.unique(valid[:, j]).tolist()) for j, d in enumerate(FORMAT_DIMENSIONS)}
 
 
 def formats_labelling(matrix: ScoreMatrix, cells: Sequence[CellResult]) -> Labelling:

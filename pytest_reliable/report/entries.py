@@ -45,6 +45,9 @@ class RangeEntry(TypedDict):
     worst_candidates: list[str]
     """Keys of the groups that could be the worst at the test's confidence (a confidence set
     for the worst group, lowest score first): more than one means the data cannot tell which."""
+    unobserved: list[str]
+    """Listed dimension values no cell was rendered with: their claims have no evidence
+    (``min_worst``/``max_spread``/``min_median`` cannot pass on evidence about them)."""
     estimator: str
     """How the groups' ``score`` was estimated."""
 

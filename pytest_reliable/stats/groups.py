@@ -30,12 +30,13 @@ from claiming certainty. ``benchmarks/bench_gate_errors.py`` measures the result
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as _sps
+from scipy import special as _special
 
 from pytest_reliable.stats._validation import ArrayLike, FloatArray, _count, _score_matrix
 
@@ -54,19 +55,30 @@ def tallies(scores: FloatArray, labels: npt.NDArray[np.int64], n_groups: int
     ``scores`` and ``labels`` are (..., n, N) arrays (resamplings x instances, any leading axes);
     a label -1 leaves its cell out. Returns ``counts, sums`` of shape (..., G, N).
     """
-    lead = scores.shape[:-2]
-    n_inst = scores.shape[-1]
-    flat_lead = int(np.prod(lead, dtype=np.int64))
-    s = scores.reshape(flat_lead, -1, n_inst)
-    lab = labels.reshape(flat_lead, -1, n_inst)
-    mask = lab >= 0
-    index = ((np.arange(flat_lead)[:, None, None] * n_groups + lab) * n_inst
-             + np.arange(n_inst)[None, None, :])[mask]
-    size = flat_lead * n_groups * n_inst
-    counts = np.bincount(index, minlength=size).astype(np.float64)
-    sums = np.bincount(index, weights=s[mask], minlength=size)
-    shape = (*lead, n_groups, n_inst)
-    return counts.reshape(shape), sums.reshape(shape)
+    tally = Tally(labels, n_groups)
+    return tally.counts, tally.sums(scores)
+
+
+class Tally:
+    """The bookkeeping of `tallies` for one labelling, reusable for many score arrays of its
+    shape (the plan's simulation scores many candidate models on the same labels)."""
+
+    def __init__(self, labels: npt.NDArray[np.int64], n_groups: int) -> None:
+        lead = labels.shape[:-2]
+        n_inst = labels.shape[-1]
+        flat_lead = int(np.prod(lead, dtype=np.int64))
+        lab = labels.reshape(flat_lead, -1, n_inst)
+        self.mask = (lab >= 0).ravel()
+        self.index = ((np.arange(flat_lead)[:, None, None] * n_groups + lab) * n_inst
+                      + np.arange(n_inst)[None, None, :]).ravel()[self.mask]
+        self.shape = (*lead, n_groups, n_inst)
+        self.size = flat_lead * n_groups * n_inst
+        self.counts = np.bincount(self.index, minlength=self.size).astype(
+            np.float64).reshape(self.shape)
+
+    def sums(self, scores: FloatArray) -> FloatArray:
+        weights = np.ascontiguousarray(scores, dtype=np.float64).ravel()[self.mask]
+        return np.bincount(self.index, weights=weights, minlength=self.size).reshape(self.shape)
 
 
 @dataclass(frozen=True)
@@ -81,18 +93,47 @@ class Fit:
     """(...,): instances with at least one labelled cell."""
     projector: FloatArray
     """(..., G, G): the pseudo-inverse of the within-instance information matrix."""
+    null: FloatArray
+    """(..., G, G): the projector on what the cells cannot tell apart (I - H+ H): a contrast c
+    of the effects is estimated only when null @ c is 0 (no instance links the groups of a
+    disconnected design, e.g. a few instances with two cells each)."""
 
 
-def fit(counts: FloatArray, sums: FloatArray) -> Fit:
+_JACKKNIFE_CHUNK = 4_000_000
+"""Entries of the (..., instances, G, G) leave-one-out systems solved at once."""
+
+
+def _solve(counts: FloatArray, sums: FloatArray, info: FloatArray, b: FloatArray
+           ) -> tuple[FloatArray, FloatArray]:
+    """The groups' estimates ybar + beta - pi' beta of one system (``info`` beta = ``b``, tallies
+    summed over instances), and the pseudo-inverse used. Leading axes broadcast."""
+    per_group = counts.sum(axis=-1)
+    total = per_group.sum(axis=-1)
+    safe_total = np.where(total > 0, total, 1.0)
+    ybar = sums.sum(axis=(-2, -1)) / safe_total
+    projector = np.linalg.pinv(info, rcond=1e-10, hermitian=True)
+    beta = np.einsum("...kj,...j->...k", projector, b)
+    share = per_group / safe_total[..., None]
+    anchor = np.einsum("...k,...k->...", share, beta)
+    estimates = np.asarray(ybar[..., None] + beta - anchor[..., None], dtype=np.float64)
+    return estimates, np.asarray(projector, dtype=np.float64)
+
+
+def fit(counts: FloatArray, sums: FloatArray, *, influence: bool = True) -> Fit:
     """Least squares with instance fixed effects on tallies (`tallies`), with influence values.
 
     Model: score = instance level + group effect. With c_i the counts and S_i the sums of
     instance i (length-G vectors), n_i = sum(c_i) and m_i its mean, the normal equations are
-    H beta = b with H = sum_i (diag(c_i) - c_i c_i' / n_i) and b = sum_i (S_i - c_i m_i); the
-    effects are identified up to a constant, fixed by the pseudo-inverse. A group's estimate is
-    ybar + beta_g - pi' beta (pi: the groups' shares of the cells), which is invariant to that
-    constant. Influence values linearise the estimate in each instance's contribution (the
-    estimating equations for beta, the overall mean and the shares).
+    H beta = b with H = sum_i H_i, H_i = diag(c_i) - c_i c_i' / n_i, and b = sum_i (S_i - c_i m_i);
+    the effects are identified up to a constant, fixed by the pseudo-inverse. A group's estimate
+    is ybar + beta_g - pi' beta (pi: the groups' shares of the cells), which is invariant to
+    that constant.
+
+    Influence values are the jackknife's (leave one instance out, refit exactly: H - H_i,
+    b - b_i, the totals less the instance's): psi_i = (N - 1)(estimate - estimate without i),
+    centred. Unlike the linearised (sandwich) ones they see leverage: a contrast that a single
+    instance carries fits that instance exactly (residual 0), and only leaving it out shows how
+    little the contrast rests on. ``influence=False`` skips them (psi is then zeros).
     """
     n_groups = counts.shape[-2]
     n_i = counts.sum(axis=-2)
@@ -100,31 +141,46 @@ def fit(counts: FloatArray, sums: FloatArray) -> Fit:
     n_active = active.sum(axis=-1).astype(np.float64)
     safe_n = np.where(active, n_i, 1.0)
     m_i = sums.sum(axis=-2) / safe_n
-    per_group = counts.sum(axis=-1)
-    total = per_group.sum(axis=-1)
-    safe_total = np.where(total > 0, total, 1.0)
-    ybar = sums.sum(axis=(-2, -1)) / safe_total
+    b_i = sums - counts * m_i[..., None, :]  # (..., G, N)
     weighted = counts / safe_n[..., None, :]
-    info = (per_group[..., :, None] * np.eye(n_groups)
+    info = (counts.sum(axis=-1)[..., :, None] * np.eye(n_groups)
             - np.einsum("...ki,...ji->...kj", weighted, counts))
-    b = (sums - counts * m_i[..., None, :]).sum(axis=-1)
-    projector = np.linalg.pinv(info, rcond=1e-10, hermitian=True)
-    beta = np.einsum("...kj,...j->...k", projector, b)
-    fitted = np.einsum("...ki,...k->...i", counts, beta) / safe_n
-    residual = sums - counts * (m_i[..., None, :] + beta[..., :, None] - fitted[..., None, :])
-    scale = (n_active / safe_total)[..., None]
-    psi_beta = n_active[..., None, None] * np.einsum("...kj,...ji->...ki", projector, residual)
-    share = per_group / safe_total[..., None]
-    psi_mean = (sums.sum(axis=-2) - ybar[..., None] * n_i) * scale
-    psi_share = (counts - share[..., :, None] * n_i[..., None, :]) * scale[..., None]
-    anchor = np.einsum("...k,...k->...", share, beta)
-    estimates = ybar[..., None] + beta - anchor[..., None]
-    psi = (psi_mean[..., None, :] + psi_beta
-           - np.einsum("...k,...ki->...i", share, psi_beta)[..., None, :]
-           - np.einsum("...k,...ki->...i", beta, psi_share)[..., None, :])
-    psi = np.where(active[..., None, :], psi, 0.0)
-    estimates = np.where(per_group > 0, estimates, np.nan)
-    return Fit(estimates, psi, n_active, projector)
+    estimates, projector = _solve(counts, sums, info, b_i.sum(axis=-1))
+    estimates = np.where(counts.sum(axis=-1) > 0, estimates, np.nan)
+    psi = np.zeros(counts.shape)
+    if influence:
+        psi = _jackknife(counts, sums, weighted, info, b_i, estimates, active, n_active)
+    null = np.eye(n_groups) - np.einsum("...kj,...jl->...kl", projector, info)
+    return Fit(estimates, psi, n_active, projector, null)
+
+
+def _jackknife(counts: FloatArray, sums: FloatArray, weighted: FloatArray, info: FloatArray,
+               b_i: FloatArray, estimates: FloatArray, active: npt.NDArray[np.bool_],
+               n_active: FloatArray) -> FloatArray:
+    """(..., G, N): centred jackknife influence values of `fit`'s estimates."""
+    n_groups, n_inst = counts.shape[-2], counts.shape[-1]
+    lead = counts.shape[:-2]
+    rows = max(1, int(np.prod(lead, dtype=np.int64)))
+    chunk = max(1, _JACKKNIFE_CHUNK // (rows * n_groups * n_groups))
+    left_out = np.empty((*lead, n_inst, n_groups))
+    for start in range(0, n_inst, chunk):
+        part = slice(start, min(n_inst, start + chunk))
+        c = np.moveaxis(counts[..., part], -1, -2)  # (..., k, G)
+        w = np.moveaxis(weighted[..., part], -1, -2)
+        own = c[..., :, None] * np.eye(n_groups) - w[..., :, None] * c[..., None, :]
+        rest_counts = counts.sum(axis=-1)[..., None, :] - c  # (..., k, G)
+        rest_sums = sums.sum(axis=-1)[..., None, :] - np.moveaxis(sums[..., part], -1, -2)
+        rest_b = b_i.sum(axis=-1)[..., None, :] - np.moveaxis(b_i[..., part], -1, -2)
+        # _solve on (..., k) systems: tallies with one instance axis of length 1 (its totals).
+        found, _ = _solve(rest_counts[..., None], rest_sums[..., None],
+                          info[..., None, :, :] - own, rest_b)
+        left_out[..., part, :] = found
+    scale = np.maximum(n_active - 1.0, 0.0)[..., None, None]
+    psi = scale * (np.nan_to_num(estimates)[..., None, :] - left_out)  # (..., N, G)
+    psi = np.where(active[..., :, None] & np.isfinite(psi), psi, 0.0)
+    mean = psi.sum(axis=-2, keepdims=True) / np.maximum(n_active, 1.0)[..., None, None]
+    psi = np.where(active[..., :, None], psi - mean, 0.0)
+    return np.asarray(np.moveaxis(psi, -1, -2), dtype=np.float64)
 
 
 # -- bounds on arrays (shared by GroupEffects and the plan's simulation) -------------------------
@@ -138,18 +194,36 @@ def covariance(psi: FloatArray, n_active: FloatArray) -> FloatArray:
 def skewness(psi: FloatArray, n_active: FloatArray) -> FloatArray:
     """(..., G): the skewness of the influence values (0 where they do not vary)."""
     n = np.maximum(n_active, 1.0)[..., None]
-    m2 = (psi**2).sum(axis=-1) / n
-    m3 = (psi**3).sum(axis=-1) / n
+    square = psi * psi
+    m2 = square.sum(axis=-1) / n
+    m3 = (square * psi).sum(axis=-1) / n
     with np.errstate(invalid="ignore", divide="ignore"):
         gamma = m3 / m2**1.5
     return np.where(m2 > _TINY, gamma, 0.0)
 
 
-def _quantile(confidence: FloatArray | float, df: FloatArray | float, skew: FloatArray,
-              n: FloatArray | float) -> FloatArray:
-    """Student's t quantile widened by Hall's (1992) Cornish-Fisher term for a skewness
-    ``skew`` of the values on the side the bound guards (positive skew there: never narrowed)."""
-    t = np.asarray(_sps.t.ppf(confidence, np.maximum(df, 1.0)), dtype=np.float64)
+def effective_clusters(psi: FloatArray) -> FloatArray:
+    """(..., G): the effective number of instances behind each estimate, (sum psi^2)^2 /
+    sum psi^4 (Carter, Schnepel and Steigerwald 2017): N when every instance weighs the same,
+    about k when k instances carry the estimate (a pair told apart by two instances, a group
+    near 1 whose few failing instances carry its variance). The t bounds use it, less one, as
+    their degrees of freedom: a clustered se from few effective clusters is itself noisy."""
+    square = psi * psi
+    s2 = square.sum(axis=-1)
+    s4 = (square * square).sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        found = s2 * s2 / s4
+    return np.where(s4 > 0.0, found, float(psi.shape[-1]))
+
+
+def _t(confidence: FloatArray | float, df: FloatArray | float) -> FloatArray:
+    """Student's t quantile (scipy's ufunc: the gate asks for thousands of them)."""
+    return np.asarray(_special.stdtrit(np.maximum(df, 1.0), confidence), dtype=np.float64)
+
+
+def _widened(t: FloatArray, skew: FloatArray, n: FloatArray | float) -> FloatArray:
+    """The quantile ``t`` widened by Hall's (1992) Cornish-Fisher term for a skewness ``skew``
+    of the values on the side the bound guards (the other sign never narrows it)."""
     widen = np.maximum(skew, 0.0) * (2.0 * t * t + 1.0) / (6.0 * np.sqrt(np.maximum(n, 1.0)))
     return np.asarray(t + widen, dtype=np.float64)
 
@@ -172,8 +246,10 @@ def level_bound(estimate: FloatArray, se: FloatArray, skew: FloatArray, df: Floa
     or 1 or se is 0). ``skew`` is the influence values' skewness (the lower side guards against
     negative skew), ``n`` the instances the influence values average over.
     """
-    q = _quantile(confidence, df, side * skew, n)
-    t_bound = estimate + side * q * se
+    z = _t(confidence, df)
+    with np.errstate(invalid="ignore"):
+        t_bound = estimate + side * _widened(z, side * skew, n) * se
+    t_bound = np.where(np.isfinite(se), t_bound, side * np.inf)  # unidentified: no evidence
     p = np.clip(estimate, 0.0, 1.0)
     var = p * (1.0 - p)
     degenerate = (var <= _TINY) | (se <= _TINY)
@@ -183,22 +259,26 @@ def level_bound(estimate: FloatArray, se: FloatArray, skew: FloatArray, df: Floa
     # (it is the wider one then); the guard is for an se that a run of all-right (or all-wrong)
     # cells made too small.
     n_eff = np.clip(n_eff, np.maximum(instances, 1.0), np.maximum(cells, 1.0))
-    z = np.asarray(_sps.t.ppf(confidence, np.maximum(df, 1.0)), dtype=np.float64)
     wilson = _wilson_side(p, n_eff, z, side)
     bound = np.minimum(t_bound, wilson) if side < 0 else np.maximum(t_bound, wilson)
     return np.asarray(np.clip(bound, 0.0, 1.0), dtype=np.float64)
 
 
 def spread_upper(diff: FloatArray, se: FloatArray, skew: FloatArray, df: FloatArray,
-                 n: FloatArray, confidence: FloatArray | float) -> FloatArray:
+                 n: FloatArray, confidence: FloatArray | float,
+                 shared: FloatArray | None = None) -> FloatArray:
     """One-sided upper bound on |difference| of a pair (``skew``: of the difference's influence
-    values). |d| + q se with q skewness-corrected toward the observed sign; a pair that never
-    differed (se 0) is bounded like a proportion seen 0 times on its instances (Wilson)."""
+    values). |d| + q se with q skewness-corrected toward the observed sign. A pair whose se is
+    0 (its instances all agreed) gets the exact bound for differences in [-1, 1] seen ``shared``
+    times (instances holding both groups): |d| <= P(an instance differs), and no instance of
+    ``shared`` differing bounds that by 1 - alpha^(1/shared) (Clopper-Pearson)."""
     size = np.abs(diff)
     toward = np.where(diff >= 0, skew, -skew)
-    q = _quantile(confidence, df, toward, n)
-    z = np.asarray(_sps.t.ppf(confidence, np.maximum(df, 1.0)), dtype=np.float64)
-    never = z * z / (np.maximum(n, 1.0) + z * z)
+    q = _widened(_t(confidence, df), toward, n)
+    seen = np.maximum(n if shared is None else shared, 0.0)
+    with np.errstate(divide="ignore"):
+        never = 1.0 - np.power(1.0 - np.asarray(confidence, dtype=np.float64),
+                               1.0 / np.maximum(seen, 1e-300))
     return np.asarray(np.where(se <= _TINY, np.maximum(size, never), size + q * se),
                       dtype=np.float64)
 
@@ -241,6 +321,10 @@ class GroupEffects:
     row_covariance: FloatArray | None = None
     """(G, G): the covariance that sampled resamplings add (fixed mode), None when none do."""
     resamplings: int = 0
+    null: FloatArray | None = None
+    """(G, G): `Fit.null` (None: every contrast is estimated)."""
+    shared: npt.NDArray[np.int64] | None = None
+    """(G, G): instances holding cells of both groups (None: every instance)."""
 
     @property
     def n_groups(self) -> int:
@@ -250,32 +334,67 @@ class GroupEffects:
     def live(self) -> npt.NDArray[np.intp]:
         return np.flatnonzero(self.cells > 0)
 
-    def covariance(self) -> FloatArray:
-        cov = covariance(self.psi, np.asarray(self.n_active))
+    # Derived arrays, computed once (a gate asks for bounds at many levels).
+    @functools.cached_property
+    def _instance_covariance(self) -> FloatArray:
+        return covariance(self.psi, np.asarray(self.n_active))
+
+    @functools.cached_property
+    def _covariance(self) -> FloatArray:
+        cov = self._instance_covariance
         return cov if self.row_covariance is None else cov + self.row_covariance
 
-    def se(self) -> FloatArray:
-        return np.asarray(np.sqrt(np.maximum(np.diag(self.covariance()), 0.0)), dtype=np.float64)
+    @functools.cached_property
+    def _se(self) -> FloatArray:
+        se = np.sqrt(np.maximum(np.diag(self._covariance), 0.0))
+        return np.asarray(np.where(self.identified(), se, np.inf), dtype=np.float64)
 
-    def df(self) -> FloatArray:
-        """Per group: N - 1, or Satterthwaite's df when sampled resamplings add error."""
-        inst = np.full(self.n_groups, max(self.n_active - 1.0, 1.0))
+    def identified(self) -> npt.NDArray[np.bool_]:
+        """(G,): whether each group's score is estimated (its level is tied to the others by
+        some instance; `Fit.null`). An unidentified group has an infinite se: no evidence."""
+        if self.null is None:
+            return np.ones(self.n_groups, dtype=bool)
+        cells = np.where(self.cells > 0, self.cells, 0).astype(np.float64)
+        share = cells / max(cells.sum(), 1.0)
+        contrast = np.eye(self.n_groups) - share[None, :]
+        return np.asarray(np.abs(contrast @ self.null.T).max(axis=1) < 1e-8)
+
+    @functools.cached_property
+    def _df(self) -> FloatArray:
+        inst = np.clip(np.minimum(effective_clusters(self.psi), self.n_active) - 1.0, 1.0, None)
         if self.row_covariance is None:
             return inst
-        v_i = np.diag(covariance(self.psi, np.asarray(self.n_active)))
+        v_i = np.diag(self._instance_covariance)
         v_r = np.maximum(np.diag(self.row_covariance), 0.0)
         rows = max(self.resamplings - 1, 1)
         with np.errstate(invalid="ignore", divide="ignore"):
             df = (v_i + v_r) ** 2 / (v_i**2 / inst + v_r**2 / rows)
         return np.where(np.isfinite(df), np.clip(df, 1.0, inst), inst)
 
-    def skew(self) -> FloatArray:
+    @functools.cached_property
+    def _skew(self) -> FloatArray:
         return skewness(self.psi, np.asarray(self.n_active))
+
+    def covariance(self) -> FloatArray:
+        """(G, G): the covariance of the estimates (instances, plus sampled resamplings)."""
+        return np.array(self._covariance, dtype=np.float64)
+
+    def se(self) -> FloatArray:
+        return np.array(self._se, dtype=np.float64)
+
+    def df(self) -> FloatArray:
+        """Per group: its effective instances less one (`effective_clusters`), combined by
+        Satterthwaite's rule with the resamplings' n - 1 when sampled resamplings add error."""
+        return np.array(self._df, dtype=np.float64)
+
+    def skew(self) -> FloatArray:
+        """Per group: the skewness of its influence values."""
+        return np.array(self._skew, dtype=np.float64)
 
     def level_bounds(self, confidence: FloatArray | float, side: int) -> FloatArray:
         """(G,): one-sided bounds on the groups' scores at ``confidence`` (a number or one per
         group), ``side`` -1 lower, +1 upper (`level_bound`)."""
-        return level_bound(self.estimates, self.se(), self.skew(), self.df(),
+        return level_bound(self.estimates, self._se, self._skew, self._df,
                            np.asarray(self.n_active), self.cells.astype(np.float64),
                            self.instances.astype(np.float64), confidence, side)
 
@@ -321,6 +440,8 @@ class Pairs:
     skew: FloatArray
     df: FloatArray
     n: FloatArray
+    shared: FloatArray | None = None
+    """Instances holding cells of both groups of each pair (None: ``n``)."""
 
     @property
     def size(self) -> int:
@@ -328,23 +449,30 @@ class Pairs:
 
     def upper(self, confidence: float) -> FloatArray:
         """One-sided upper bounds on each pair's |difference| (see `spread_upper`)."""
-        return spread_upper(self.diff, self.se, self.skew, self.df, self.n, confidence)
+        return spread_upper(self.diff, self.se, self.skew, self.df, self.n, confidence,
+                            self.shared)
 
-    def lower(self, confidences: FloatArray) -> FloatArray:
+    def lower(self, confidences: FloatArray | float) -> FloatArray:
         """Lower bounds on |difference| at per-pair two-sided ``confidences`` (the favourable
-        side under fail-on-evidence: the sign of a difference is chosen by the data)."""
-        t = _sps.t.ppf(0.5 + np.asarray(confidences) / 2.0, np.maximum(self.df, 1.0))
-        return np.asarray(np.abs(self.diff) - t * self.se, dtype=np.float64)
+        side under fail-on-evidence: the sign of a difference is chosen by the data), the t
+        quantile widened for skewness away from 0."""
+        toward = np.where(self.diff >= 0, -self.skew, self.skew)
+        two_sided = 0.5 + np.asarray(confidences) / 2.0
+        t = _widened(_t(two_sided, self.df), toward, self.n)
+        size = np.abs(self.diff)
+        # An se of 0: every instance holding both groups showed the same difference. For
+        # differences in [-1, 1] the least favourable law puts the rest of its mass at the far
+        # end: k equal observations rule out a mean below alpha^(1/k) (|d| + 1) - 1.
+        seen = np.maximum(self.n if self.shared is None else self.shared, 0.0)
+        with np.errstate(divide="ignore"):
+            agreed = np.power(1.0 - two_sided, 1.0 / np.maximum(seen, 1e-300)) * (size + 1) - 1
+        return np.asarray(np.where(self.se <= _TINY, agreed, size - t * self.se),
+                          dtype=np.float64)
 
     def p_breach(self, limit: float) -> FloatArray:
-        """p-values of "|difference| <= limit" (small: evidence that it is larger), inverting
-        `lower`: 2 t.sf((|d| - limit) / se)."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            stat = (np.abs(self.diff) - limit) / self.se
-        stat = np.where(self.se > _TINY, stat, np.where(np.abs(self.diff) > limit, np.inf,
-                                                        -np.inf))
-        return np.asarray(np.minimum(1.0, 2.0 * _sps.t.sf(stat, np.maximum(self.df, 1.0))),
-                          dtype=np.float64)
+        """p-values of "|difference| <= limit" (small: evidence that it is larger): the
+        inverse of `lower`, lower(1 - p) == limit."""
+        return _p_by_bisection(self.lower, limit, (self.size,), -1)
 
 
 def pairs_of(effects: GroupEffects, groups: npt.NDArray[np.intp]) -> Pairs:
@@ -352,12 +480,21 @@ def pairs_of(effects: GroupEffects, groups: npt.NDArray[np.intp]) -> Pairs:
     i, j = groups[a], groups[b]
     cov = effects.covariance()
     var = cov[i, i] + cov[j, j] - 2.0 * cov[i, j]
+    if effects.null is not None and i.size:
+        contrast = np.zeros((i.size, effects.n_groups))
+        contrast[np.arange(i.size), i] = 1.0
+        contrast[np.arange(i.size), j] = -1.0
+        unlinked = np.abs(contrast @ effects.null.T).max(axis=1) >= 1e-8
+        var = np.where(unlinked, np.inf, var)
     d_psi = effects.psi[i] - effects.psi[j]
-    df = np.minimum(effects.df()[i], effects.df()[j]) if i.size else np.zeros(0)
+    df = np.clip(np.minimum(effective_clusters(d_psi), effects.n_active) - 1.0, 1.0, None)
+    if effects.row_covariance is not None and i.size:
+        df = np.minimum(df, np.minimum(effects.df()[i], effects.df()[j]))
     n = np.full(i.size, effects.n_active)
+    shared = None if effects.shared is None else effects.shared[i, j].astype(np.float64)
     return Pairs(i, j, effects.estimates[i] - effects.estimates[j],
                  np.sqrt(np.maximum(var, 0.0)), skewness(d_psi, np.asarray(effects.n_active)),
-                 df, n)
+                 df, n, shared)
 
 
 def worst_candidates(labellings: list[GroupEffects], confidence: float
@@ -393,8 +530,7 @@ def worst_candidates(labellings: list[GroupEffects], confidence: float
         alpha = 1.0 - confidence
         var = np.diag(cov)[:, None] + np.diag(cov)[None, :] - 2.0 * cov
         se = np.sqrt(np.maximum(var, 0.0))
-        q = _sps.t.ppf(1.0 - alpha / (total - 1), np.maximum(np.minimum(df[:, None], df[None, :]),
-                                                             1.0))
+        q = _t(1.0 - alpha / (total - 1), np.minimum(df[:, None], df[None, :]))
         beaten = (est[:, None] - est[None, :]) > q * se + _TINY
         np.fill_diagonal(beaten, False)
         keep = ~beaten.any(axis=1)
@@ -437,10 +573,12 @@ def paired_group_effects(
     row_cov = None
     if resamplings_sampled and s.shape[0] > 1:
         row_cov = _resampling_jackknife(s, lab, groups, result.estimates)
+    present = (counts > 0).astype(np.int64)
     return GroupEffects(
         estimates=result.estimates, observed=observed, psi=result.psi,
-        cells=cells.astype(np.int64), instances=(counts > 0).sum(axis=1).astype(np.int64),
-        n_active=float(result.active), row_covariance=row_cov, resamplings=int(s.shape[0]))
+        cells=cells.astype(np.int64), instances=present.sum(axis=1),
+        n_active=float(result.active), row_covariance=row_cov, resamplings=int(s.shape[0]),
+        null=result.null, shared=present @ present.T)
 
 
 def _resampling_jackknife(s: FloatArray, lab: npt.NDArray[np.int64], groups: int,
@@ -455,8 +593,10 @@ def _resampling_jackknife(s: FloatArray, lab: npt.NDArray[np.int64], groups: int
     counts = per_row_counts.sum(axis=0)[None] - per_row_counts
     sums = per_row_sums.sum(axis=0)[None] - per_row_sums
     reps = fit(counts, sums).estimates  # (n, G)
-    dev = reps - np.nanmean(np.where(np.isfinite(reps), reps, np.nan), axis=0)
-    dev = np.where(np.isfinite(dev), dev, 0.0)
+    finite = np.isfinite(reps)
+    reps = np.where(finite, reps, 0.0)
+    centre = reps.sum(axis=0) / np.maximum(finite.sum(axis=0), 1)
+    dev = np.where(finite, reps - centre, 0.0)
     return np.asarray((n - 1) / n * dev.T @ dev, dtype=np.float64)
 
 
@@ -494,7 +634,7 @@ def noise_floor(
         live = counts.sum(axis=1) > 0
         if live.sum() < 2:
             continue
-        projector = fit(counts, sums).projector
+        projector = fit(counts, sums, influence=False).projector
         _, perm_sums = tallies(shuffled, np.broadcast_to(lab, shuffled.shape), n_groups)
         # b = sum_i (S_i - c_i m_i), m_i the mean of instance i's labelled cells after the
         # shuffle (the same as before it when every cell of the instance is labelled).
