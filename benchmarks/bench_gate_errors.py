@@ -1,35 +1,54 @@
 """The gate's published error rates: simulated models of known truth through the real plugin code.
 
-Run from the repository root (a few minutes on 2 cores; ``--quick`` for a smoke run)::
+Run from the repository root (``--quick`` for a smoke run of every part)::
 
-    PYTHONPATH=. python benchmarks/bench_gate_errors.py [--reps 200] [--quick] [--workers 2]
+    PYTHONPATH=. python benchmarks/bench_gate_errors.py [--parts A,B,C,D] [--reps 200]
+        [--grid-reps 300] [--plan-reps 150] [--quick] [--workers 2]
 
-Every gate runs through ``ReliableSession.run_reliable`` exactly as the ``reliable`` fixture runs
-it (plan, rendering, runner, in-memory response cache, grading, summary, thresholds, policy). The
-model is a text callable whose answer depends on a hash of the rendered prompt (instance x
-format; temperature 0, so one sample per cell) and of the instance:
+Four parts, each printing rates with their Monte Carlo standard error and checked at the end
+against SPEC section 11's promises (alpha = 1 - confidence; a rate is allowed two MC errors):
 
-- instance i has accuracy ``p_i ~ Beta`` with mean ``p`` and intra-instance correlation 0.5
-  (a population of instances, fresh in every repetition: a gate's claim is about instances like
-  the dataset's, not about these ones);
-- a cell is right when ``hash(prompt) < p_i * m_f``, where ``m_f`` is the format family's factor.
-  The families are the instructions: one of three is "bad" (a third of the formats).
+A. Every threshold at N=100, n=30 (ilr), end to end: every gate runs through
+   ``ReliableSession.run_reliable`` exactly as the ``reliable`` fixture runs it (plan, rendering,
+   runner, in-memory response cache, grading, summary, thresholds, policy). The model is a text
+   callable whose answer depends on a hash of the rendered prompt (instance x format;
+   temperature 0, so one sample per cell) and of the instance:
 
-So the truth of every threshold is known: score ``p (2 + m_bad) / 3``, worst dimension value ``p m_bad``, spread ``p (1 - m_bad)``,
-std over resamplings ``sqrt(E[q_i (1 - q_i)] / N)`` (q_i: the instance's accuracy averaged over
-formats, times 23/24: an instance meets only 24 formats, each with a fixed answer). Each threshold is set at the truth moved
-by -0.05, 0 and +0.05 (0.01 for max_std), and each policy's pass rate is printed with its Monte
-Carlo standard error. The targets (SPEC section 11) are checked at the end:
+   - instance i has accuracy ``p_i ~ Beta`` with mean ``p`` and intra-instance correlation 0.5
+     (a population of instances, fresh in every repetition: a gate's claim is about instances
+     like the dataset's, not about these ones);
+   - a cell is right when ``hash(prompt) < p_i * m_f``, where ``m_f`` is the format family's
+     factor. The families are the instructions: one of three is "bad" (a third of the formats).
 
-- pass-on-evidence: pass rate <= 1 - confidence (+ 2 MC errors) when the truth is at the limit or
-  on its wrong side;
-- fail-on-evidence: fail rate <= 1 - confidence (+ 2 MC errors) for a model meeting every limit
-  (the prompt-insensitive model included, tested as a whole five-threshold gate);
-- power: the bad-family model (a third of the formats 0.2 worse) fails a fail-on-evidence gate
-  ``max_spread=<truth - 0.1>`` / ``min_worst=<truth + 0.1>`` at least 80% of the time at N=100,
-  n=30;
-- the ``--reliable-plan`` figure for min_score: a model at the planned value passes on evidence
-  about 80% of the time.
+   So the truth of every threshold is known: score ``p (2 + m_bad) / 3``, worst dimension value
+   ``p m_bad``, spread ``p (1 - m_bad)``, std over resamplings ``sqrt(E[q_i (1 - q_i)] / N)`` (q_i:
+   the instance's accuracy averaged over formats, times 23/24: an instance meets only 24 formats,
+   each with a fixed answer). Each threshold is set at the truth moved by -0.05, 0 and +0.05
+   (0.01 for max_std). Targets: pass-on-evidence passes at most alpha at or beyond the wrong side;
+   fail-on-evidence fails at most alpha a model meeting every limit (the prompt-insensitive model
+   included, as a whole five-threshold gate); power: the bad-family model fails a
+   fail-on-evidence gate ``max_spread=<truth - 0.1>`` / ``min_worst=<truth + 0.1>`` at least 80%
+   of the time at N=100, n=30.
+
+B. The ranges over the regimes users meet (issue 19): N from 8 to 1000, n from 2 to 30, Beta
+   instances and skewed ones (12% of instances nearly impossible), ilr and fixed mode, with
+   ``min_worst``, ``max_spread`` and ``min_median`` each set exactly at its truth under both
+   policies (at the limit, pass-on-evidence must pass at most alpha and fail-on-evidence fail at
+   most alpha). Score matrices are simulated directly (vectorised; labels as the plugin's ilr and
+   fixed plans draw them) and go through the real estimator (`stats.paired_group_effects`, one
+   labelling per dimension) and the real gate (`gate.group_evidence`, ``spread_evidence``,
+   ``median_evidence``, ``decide_thresholds``): what ``run_reliable`` adds (rendering, grading)
+   has its own end-to-end parts (A, C, D).
+
+C. ``--reliable-plan``'s figures, end to end: for each threshold the plan quotes the true value
+   at which the policy's outcome has 80% probability; a model exactly there (the hardest model
+   the plan simulated: every group at the value for ``min_worst``, every dimension at the spread
+   for pass-on-evidence ``max_spread``, one pair for fail-on-evidence) runs through
+   ``run_reliable``: the rate must be 0.8 within 0.1 + 2 MC errors.
+
+D. The always-wrong value end to end (issue 19): ilr, N=100, n=3, every answer under
+   ``enumerator=number`` wrong: ``min_worst=0.01`` must not pass on evidence (it did, 0.122 being
+   reported for the value), and the JSON ``dimensions`` must report 0.0 for it.
 """
 
 from __future__ import annotations
@@ -48,6 +67,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from scipy import stats as scipy_stats
 
 from pytest_reliable import MultipleChoice, text_model
@@ -132,6 +152,50 @@ class SimModel:
         }
 
 
+DIMENSIONS = ("instruction", "enumerator", "wrapper", "option_separator")
+LABEL = re.compile(r"(?:^|\n|; )(\(?)([A-D1-4])[).]")
+
+
+def rendered_values(prompt: str) -> dict[str, str]:
+    """The benchmark space's dimension values a rendered prompt shows (read back from its text)."""
+    instruction = prompt.split("\n", 1)[0]
+    body = prompt.split("\n", 2)[2] if prompt.count("\n") >= 2 else prompt
+    found = LABEL.search(body)
+    assert found, prompt
+    return {
+        "instruction": instruction,
+        "enumerator": "number" if found.group(2).isdigit() else "upper",
+        "wrapper": "({})" if found.group(1) else "{}.",
+        "option_separator": "; " if "; " in body else "\n",
+    }
+
+
+@dataclass(frozen=True)
+class LevelModel:
+    """A model whose variant v scores ``centre + sum of its values' effects`` on average over
+    instances (``effects``: (dimension, value, effect) triples), with intra-instance correlation
+    ``rho``: instance i's accuracy at level l is the Beta(mean l, rho) quantile of the instance's
+    own uniform (comonotone across variants), a cell right when its hash lies below it."""
+
+    name: str
+    centre: float
+    effects: tuple[tuple[str, str, float], ...] = ()
+    rho: float = RHO
+
+    def level(self, values: dict[str, str]) -> float:
+        shift = sum(e for dim, value, e in self.effects if values[dim] == value)
+        return min(1.0, max(0.0, self.centre + shift))
+
+    async def __call__(self, prompt: str) -> str:
+        found = QUESTION.search(prompt)
+        assert found, prompt
+        key = f"{found.group(1)}-{found.group(2)}"
+        level = self.level(rendered_values(prompt))
+        right = level >= 1.0 or (level > 0.0 and _uniform("cell", prompt)
+                                 < instance_accuracy(level, self.rho, key))
+        return f"true {key}" if right else f"false {key} one"
+
+
 def dataset(rep: int, instances: int) -> list[dict[str, Any]]:
     rows = []
     for i in range(instances):
@@ -210,6 +274,139 @@ def gates(model: SimModel, instances: int, offsets: Iterable[str]) -> dict[str, 
                 limits[name] = round(moved, 4)
         out[label] = limits
     return out
+
+
+# -- part B: the ranges grid ---------------------------------------------------------------------
+SIZES = (3, 2, 2, 2)
+"""The benchmark space's dimensions (instruction, enumerator, wrapper, separator)."""
+RANGE_THRESHOLDS = ("min_worst", "max_spread", "min_median")
+GRID_N = (8, 16, 30, 100, 1000)
+GRID_RESAMPLINGS = (2, 3, 5, 10, 30)
+
+
+@dataclass(frozen=True)
+class Regime:
+    mode: str
+    instances: int
+    resamplings: int
+    kind: str
+    """"beta": Beta instances (mean 0.7, intra-instance correlation 0.5); "skewed": the same with
+    12% of instances nearly impossible (accuracy 0.02)."""
+    reps: int
+    seed: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.mode} N={self.instances} n={self.resamplings} {self.kind}"
+
+
+GRID_P, GRID_BAD, HARD_SHARE, HARD_P = 0.7, 0.6, 0.12, 0.02
+
+
+def grid_truth(kind: str) -> dict[str, float]:
+    """Every group's score: instance mean x the value's factor x the other dimensions' mean
+    factor (only the instruction has a bad value: factor GRID_BAD)."""
+    mean = GRID_P if kind == "beta" else (1 - HARD_SHARE) * GRID_P + HARD_SHARE * HARD_P
+    family = (2 + GRID_BAD) / 3
+    scores = [mean, mean, mean * GRID_BAD] + [mean * family] * 6
+    return {"min_worst": min(scores), "max_spread": mean * (1 - GRID_BAD),
+            "min_median": float(np.median(scores))}
+
+
+def grid_matrices(regime: Regime) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(reps, n, N) 0/1 scores and one (reps, n, N) label array per dimension."""
+    rng = np.random.default_rng(regime.seed)
+    reps, n, n_inst = regime.reps, regime.resamplings, regime.instances
+    concentration = 1 / RHO - 1
+    inst = rng.beta(GRID_P * concentration, (1 - GRID_P) * concentration, size=(reps, 1, n_inst))
+    if regime.kind == "skewed":
+        inst = np.where(rng.random((reps, 1, n_inst)) < HARD_SHARE, HARD_P, inst)
+    units = np.stack(np.meshgrid(*[np.arange(k) for k in SIZES], indexing="ij"),
+                     axis=-1).reshape(-1, len(SIZES))
+    if regime.mode == "fixed":  # one variant per resampling, without replacement in passes
+        passes = -(-n // len(units))
+        rows = np.concatenate([rng.permuted(np.tile(np.arange(len(units)), (reps, 1)), axis=1)
+                               for _ in range(passes)], axis=1)[:, :n]
+        codes = np.broadcast_to(rows[:, :, None], (reps, n, n_inst))
+    else:  # every cell its own variant
+        codes = rng.integers(0, len(units), size=(reps, n, n_inst))
+    labels = [units[:, d][codes] for d in range(len(SIZES))]
+    factor = np.where(labels[0] == 2, GRID_BAD, 1.0)
+    scores = (rng.random((reps, n, n_inst)) < inst * factor).astype(np.float64)
+    return scores, labels
+
+
+def run_regime(regime: Regime) -> dict[tuple[str, str], int]:
+    """Per (threshold, policy), how many gates went against the truth at the limit: passes
+    under pass-on-evidence, fails under fail-on-evidence (each threshold decided alone)."""
+    from pytest_reliable import stats
+    from pytest_reliable.gate import (
+        decide_thresholds,
+        group_evidence,
+        median_evidence,
+        spread_evidence,
+    )
+
+    truth = grid_truth(regime.kind)
+    scores, labels = grid_matrices(regime)
+    sampled = regime.mode == "fixed" and regime.resamplings < int(np.prod(SIZES))
+    wrong: dict[tuple[str, str], int] = defaultdict(int)
+    for r in range(regime.reps):
+        effects = [stats.paired_group_effects(scores[r], lab[r], k, resamplings_sampled=sampled)
+                   for lab, k in zip(labels, SIZES)]
+        values = np.concatenate([np.clip(e.estimates[e.live], 0, 1) for e in effects])
+        spread = max(float(np.ptp(np.clip(e.estimates[e.live], 0, 1))) for e in effects)
+        evidence = {
+            "min_worst": group_evidence(float(values.min()), effects, "dimensions"),
+            "max_spread": spread_evidence(spread, [e.pairs() for e in effects]),
+            "min_median": median_evidence(float(np.median(values)), effects),
+        }
+        for name in RANGE_THRESHOLDS:
+            claim = {name: (truth[name], evidence[name])}
+            for policy in ("pass-on-evidence", "fail-on-evidence"):
+                [check] = decide_thresholds(claim, policy, CONFIDENCE)
+                wrong[(name, policy)] += check.passed == (policy == "pass-on-evidence")
+    return dict(wrong)
+
+
+def grid_regimes(reps: int, quick: bool) -> list[Regime]:
+    ns = (8, 100) if quick else GRID_N
+    resamplings = (2, 10) if quick else GRID_RESAMPLINGS
+    out = []
+    seed = 0
+    for mode in ("ilr", "fixed"):
+        for n_inst in ns:
+            for n in resamplings:
+                for kind in ("beta", "skewed"):
+                    seed += 1
+                    cells = n_inst * n
+                    out.append(Regime(mode, n_inst, n, kind,
+                                      max(60, min(reps, 6_000_000 // (cells * 10) or 60)), seed))
+    return out
+
+
+def print_grid(rows: list[tuple[Regime, dict[tuple[str, str], int]]]) -> list[str]:
+    alpha = 1 - CONFIDENCE
+    missed = []
+    print("\n## B. ranges at the limit (wrong-way rate +- MC error: passes under "
+          "pass-on-evidence, fails under fail-on-evidence; target <= 0.05 + 2 MC SE)")
+    heads = [f"{name} {policy.split('-')[0]}" for name in RANGE_THRESHOLDS
+             for policy in ("pass-on-evidence", "fail-on-evidence")]
+    print("| regime | reps | " + " | ".join(heads) + " |")
+    print("|" + "---|" * (2 + len(heads)))
+    for regime, wrong in rows:
+        cells = []
+        for name in RANGE_THRESHOLDS:
+            for policy in ("pass-on-evidence", "fail-on-evidence"):
+                rate_, se = rate([True] * wrong.get((name, policy), 0)
+                                 + [False] * (regime.reps - wrong.get((name, policy), 0)))
+                flag = ""
+                if rate_ > alpha + 2 * se:
+                    flag = " !"
+                    missed.append(f"{regime.label} {name} {policy}: {rate_:.3f} +- {se:.3f}")
+                cells.append(f"{rate_:.3f} +- {se:.3f}{flag}")
+        print(f"| {regime.label} | {regime.reps} | " + " | ".join(cells) + " |")
+    return missed
 
 
 # -- the table ---------------------------------------------------------------------------------
