@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from pytest_reliable.data import Dataset
     from pytest_reliable.models.base import ModelResponse, SamplingParams
     from pytest_reliable.models.callables import chat_model, text_model
-    from pytest_reliable.plugin import ReliableFixture, directional, invariance, mft, reliable
+    from pytest_reliable._plugin_fixture import ReliableFixture
+    from pytest_reliable._plugin_markers import directional, invariance, mft, reliable
     from pytest_reliable.results import ChecklistReport, ReliableReport
     from pytest_reliable.space import Space, Variant
     from pytest_reliable.tasks import Classification, Generation, Grade, MultipleChoice, Task
@@ -24,11 +25,11 @@ __version__ = "0.1.0"
 # name -> module that defines it; imported on first attribute access. Keep in step with the
 # TYPE_CHECKING imports above (tests/test_typing.py checks that they agree).
 _LAZY: dict[str, str] = {
-    "reliable": "pytest_reliable.plugin",
-    "invariance": "pytest_reliable.plugin",
-    "directional": "pytest_reliable.plugin",
-    "mft": "pytest_reliable.plugin",
-    "ReliableFixture": "pytest_reliable.plugin",
+    "reliable": "pytest_reliable._plugin_markers",
+    "invariance": "pytest_reliable._plugin_markers",
+    "directional": "pytest_reliable._plugin_markers",
+    "mft": "pytest_reliable._plugin_markers",
+    "ReliableFixture": "pytest_reliable._plugin_fixture",
     "ReliableReport": "pytest_reliable.results",
     "ChecklistReport": "pytest_reliable.results",
     "text_model": "pytest_reliable.models.callables",

@@ -7,31 +7,34 @@ from __future__ import annotations
 import os
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+if TYPE_CHECKING:
+    from pytest_reliable._plugin_state import ReliableState
+
 
 class PytestHtmlHooks:
-    def __init__(self, state: Any) -> None:
-        self.state = state  # the run's `plugin.ReliableState`
+    def __init__(self, state: ReliableState) -> None:
+        self.state = state
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(self, prefix: list[str], summary: list[str],
                                     postfix: list[str], session: pytest.Session) -> None:
         if not self.state.entries:
             return
-        from pytest_reliable.plugin import all_entries
         from pytest_reliable.report import build_report
         from pytest_reliable.report.html import summary_fragment
 
-        report = build_report(all_entries(self.state), seed=self.state.settings.seed, model=None,
+        report = build_report(self.state.all_entries(), seed=self.state.settings.seed, model=None,
                               space_hash=self.state.spaces_hash)
         link = None
-        if self.state.html_path is not None:
+        html_path = self.state.settings.html_path
+        if html_path is not None:
             # Relative to pytest-html's page, so the link survives moving both as an artifact.
             their_page = Path(str(session.config.getoption("htmlpath", None) or ".")).resolve()
-            link = Path(os.path.relpath(self.state.html_path, their_page.parent)).as_posix()
+            link = Path(os.path.relpath(html_path, their_page.parent)).as_posix()
         postfix.append(summary_fragment(report, link))
 
     @pytest.hookimpl(wrapper=True)

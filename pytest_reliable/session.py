@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pytest_reliable.baseline import (
@@ -33,14 +32,12 @@ from pytest_reliable.evaluation import (
     run_cells,
 )
 from pytest_reliable.gate import (
-    DEFAULT_POLICY,
     MAX_REGRESSION,
     ThresholdCheck,
     reliable_thresholds,
 )
 from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
 from pytest_reliable.models.base import AsyncModel
-from pytest_reliable.nstar import DEFAULT_METHOD, DEFAULT_N_MAX
 from pytest_reliable.nstar_store import NStarEntries, NStarKey, NStarStore
 from pytest_reliable.results import ChecklistReport, ReliableReport
 from pytest_reliable.run_strategies import AutoN, FixedN, GateRun, RunStrategy, StopEarly
@@ -51,8 +48,9 @@ from pytest_reliable.runner import (
     run_on_call_loop,
 )
 from pytest_reliable.sampling import derive_seed
+from pytest_reliable.settings import Settings
 from pytest_reliable.space import Space
-from pytest_reliable.store import Store, StoreConfig, check_store, open_store
+from pytest_reliable.store import Store, StoreConfig, open_store
 from pytest_reliable.summary import RangeSummary, Summary, check_scores, summarize
 from pytest_reliable.tasks import Task
 
@@ -61,50 +59,6 @@ log = logging.getLogger("pytest_reliable.session")
 DEFAULT_N = 10
 REMOTE_CONCURRENCY = 8
 LOCAL_MODEL = "local"
-
-
-@dataclass
-class Settings:
-    """Run-wide settings (command line, environment, ini), already validated."""
-
-    rootdir: Path
-    n: int | str | None = None
-    """An int, "auto", or None (the marker's n, else 10)."""
-    pilot_n: int = 100
-    reference_model: str | None = None
-    seed: int = 0
-    model: str | None = None
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    concurrency: int | None = None
-    timeout: float = 60.0
-    max_retries: int = 5
-    budget_calls: int | None = None
-    budget_tokens: int | None = None
-    cache_path: Path | None = None
-    no_cache: bool = False
-    record: str = "new"
-    store_dir: Path | None = None
-    store_url: str | None = None
-    """``--reliable-store``: a postgresql:// URL (one store for many machines); None: the local
-    sqlite files (``cache_path``, ``budget.sqlite`` next to it, ``store_dir``)."""
-    run_id: str = "local"
-    """Names this run in the store's budget ledger: the controller's id under pytest-xdist."""
-    decide: str = DEFAULT_POLICY
-    """The project's default policy for thresholds (a marker's ``decide=`` wins)."""
-    n_method: str = DEFAULT_METHOD
-    n_max: int = DEFAULT_N_MAX
-    stop_early: bool = False
-    baseline_model: str | None = None
-    baseline_base_url: str | None = None
-    """Default: ``base_url`` (the same server, another model)."""
-    baseline_report: Path | None = None
-
-    def __post_init__(self) -> None:
-        if self.cache_path is None:
-            self.cache_path = self.rootdir / ".reliable" / "cache.sqlite"
-        if self.store_dir is None:
-            self.store_dir = self.rootdir / ".reliable" / "n_star"
 
 
 ProgressCallback = Callable[[str, ProgressEvent], None]
@@ -152,13 +106,7 @@ class ReliableSession:
 
     # -- resources -------------------------------------------------------------------------
     def store_config(self) -> StoreConfig:
-        assert self.settings.cache_path is not None and self.settings.store_dir is not None
-        return StoreConfig(
-            record_mode=self.settings.record, cache_path=self.settings.cache_path,
-            nstar_dir=self.settings.store_dir, url=self.settings.store_url,
-            in_memory=self.settings.no_cache,
-            budget=bool(self.settings.budget_calls or self.settings.budget_tokens),
-        )
+        return StoreConfig.of(self.settings)
 
     @property
     def cache(self) -> Store:
@@ -167,12 +115,9 @@ class ReliableSession:
             self._cache = open_store(self.store_config())
         return self._cache
 
-    def check_cache(self) -> None:
-        """Raise `StoreUsageError` now if the store cannot serve: the local files are checked
-        (creating nothing), a PostgreSQL store is connected to and kept open."""
-        opened = check_store(self.store_config())
-        if opened is not None:
-            self._cache = opened
+    def use_store(self, store: Store) -> None:
+        """Serve from a store already opened (the start-up check connected to it)."""
+        self._cache = store
 
     @property
     def nstar_store(self) -> NStarEntries:

@@ -17,11 +17,8 @@ import pytest_reliable
 
 PACKAGE = Path(pytest_reliable.__file__).resolve().parent
 
-KNOWN_IN_FUNCTIONS = {
-    ("pytest_reliable._plugin_html", "pytest_reliable.plugin"),
-}
-"""Function-level imports that close a loop today, each removed by another part of issue 21
-(plugin.py is split): delete an entry once its loop is gone."""
+KNOWN_IN_FUNCTIONS: set[tuple[str, str]] = set()
+"""Function-level imports allowed to close a loop (none today: add one only with the reason)."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from pytest_reliable.runner import Runner, number_samples
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.slow,
     pytest.mark.skipif(
         importlib.util.find_spec("llama_cpp") is None,
         reason='llama_cpp is not importable: pip install "pytest-reliable[local]"',

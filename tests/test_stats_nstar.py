@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import itertools
 import math
-import time
 import warnings
 from pathlib import Path
 
@@ -235,17 +234,6 @@ def test_random_subsets_on_long_real_vector_match_brute_sampling_in_distribution
         assert result.var_upper[n - 1] == pytest.approx(var_up, rel=0.1)
 
 
-def test_fast_enough_for_a_pilot() -> None:
-    x = real("causal_judgement", "flan-t5-xxl", 0, 100)
-    min_reliable_n(x)  # warm-up
-    best = math.inf
-    for _ in range(3):
-        start = time.perf_counter()
-        min_reliable_n(x, subsets=10_000)
-        best = min(best, time.perf_counter() - start)
-    assert best < 1.0  # SPEC: "well under a second"; benchmarks/bench_stats.py tracks < 0.3 s
-
-
 def test_no_warnings() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -377,6 +365,7 @@ def _fresh_coverage(method: str, sd: float, pilot: int, pilots: int, seed: int) 
     return float(np.mean(rates)), float(np.std(rates, ddof=1) / math.sqrt(pilots))
 
 
+@pytest.mark.slow
 def test_bootstrap_keeps_its_promise_for_fresh_resamplings_and_paper_does_not() -> None:
     """Issue 12: on a 10-resampling pilot the paper's n* holds about 62% of the time (promised 90%)."""
     boot, boot_se = _fresh_coverage("bootstrap", 0.032, 10, 150, seed=1)

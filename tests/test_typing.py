@@ -1,7 +1,7 @@
 """SPEC section 4: the public types are precise, so ``mypy --strict`` on a user's test sees them.
 
-The mypy runs take about 20 s each (the package's dependencies are analysed too); deselect them
-with ``-k "not mypy"``.
+The mypy runs take about 20 s each (the package's dependencies are analysed too); they are
+marked slow, so ``-m "not slow"`` deselects them.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ def mypy(*args: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess[str]
     )
 
 
+@pytest.mark.slow
 def test_mypy_strict_passes_on_the_package(mypy_cache: Path) -> None:
     result = mypy("-p", "pytest_reliable", cwd=ROOT, cache=mypy_cache)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -117,6 +118,7 @@ def test_mft(reliable: ReliableFixture) -> None:
 '''
 
 
+@pytest.mark.slow
 def test_mypy_sees_the_public_types_in_a_users_test(tmp_path: Path, mypy_cache: Path) -> None:
     (tmp_path / "test_user.py").write_text(USER_TEST, encoding="utf-8")
     typo = USER_TEST.replace("mean: float = report.mean", "mean: float = report.meen")

@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pytest_reliable.redact import redact, register_url_secrets
+from pytest_reliable.settings import Settings
 from pytest_reliable.store.base import (
     RECORD_MODES,
     AnswerRow,
@@ -89,6 +90,16 @@ class StoreConfig:
     @property
     def budget_path(self) -> Path:
         return self.cache_path.parent / "budget.sqlite"
+
+    @classmethod
+    def of(cls, settings: Settings) -> StoreConfig:
+        """The store a run's settings name."""
+        assert settings.cache_path is not None and settings.store_dir is not None
+        return cls(
+            record_mode=settings.record, cache_path=settings.cache_path,
+            nstar_dir=settings.store_dir, url=settings.store_url, in_memory=settings.no_cache,
+            budget=bool(settings.budget_calls or settings.budget_tokens),
+        )
 
 
 def check_store(config: StoreConfig) -> Store | None:

@@ -142,6 +142,7 @@ def reliable_model():
 '''
 
 
+@pytest.mark.slow
 def test_huge_answers_are_cut_in_every_report(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     write_project(pytester, conftest=HUGE)
@@ -189,6 +190,7 @@ def pytest_reliable_table_columns(columns):
 '''
 
 
+@pytest.mark.slow
 def test_hooks_add_a_json_field_and_a_table_column(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     write_project(pytester, conftest=HOOKS)
@@ -236,6 +238,7 @@ def test_native_toml_numbers_are_accepted(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_lock_update_under_xdist_covers_spaces_declared_in_code(pytester: pytest.Pytester) -> None:
     write_project(pytester, test_file=code_space_test(["({})", "{}."]))
     pytester.runpytest_subprocess("-n", "2", "--reliable-lock-update").assert_outcomes(passed=1)
@@ -262,6 +265,7 @@ pytest_reliable.plugin.PROGRESS_INTERVAL_LOG = 0.0
     assert "Captured stdout" not in out
 
 
+@pytest.mark.slow
 def test_progress_under_xdist_comes_from_the_workers(pytester: pytest.Pytester) -> None:
     write_project(pytester, conftest=CONFTEST + '''
 import pytest_reliable.plugin

@@ -189,6 +189,7 @@ def test_baseline_makes_exactly_the_candidates_calls(
     assert entry["baseline"]["calls"]["made"] + entry["baseline"]["calls"]["cached"] == total
 
 
+@pytest.mark.slow
 def test_xdist_gives_the_same_numbers(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -202,6 +203,7 @@ def test_xdist_gives_the_same_numbers(
         assert by_test(one)[name]["verdict"] == by_test(two)[name]["verdict"]
 
 
+@pytest.mark.slow
 def test_stored_report_baseline_makes_no_baseline_call(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -232,6 +234,7 @@ def test_stored_report_baseline_makes_no_baseline_call(
         assert entry["baseline"]["difference"] == by_test(live)[name]["baseline"]["difference"]
 
 
+@pytest.mark.slow
 def test_mismatched_stored_report_is_a_usage_error(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -249,6 +252,7 @@ def test_mismatched_stored_report_is_a_usage_error(
     assert_usage_error(result, "seed: stored 0, this run 3")
 
 
+@pytest.mark.slow
 def test_max_regression_without_a_baseline_is_a_usage_error(pytester: pytest.Pytester) -> None:
     write_project(pytester, conftest=CONFTEST, test_file=GATES)
     result = pytester.runpytest_subprocess()
@@ -258,6 +262,7 @@ def test_max_regression_without_a_baseline_is_a_usage_error(pytester: pytest.Pyt
     assert_usage_error(result, "max_regression=0.02", "none is configured")
 
 
+@pytest.mark.slow
 def test_unknown_baseline_model_is_a_usage_error(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -72,6 +72,7 @@ def test_mft(reliable):
 '''
 
 
+@pytest.mark.slow
 def test_checklist_verdicts(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_checklist=TESTS.format())
@@ -183,6 +184,7 @@ def test_checklist_thresholds_follow_the_policy(
     assert "clustered by example" in two["thresholds"][0]["method"] or default_policy == "estimate"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("marker", "expected"),
     [

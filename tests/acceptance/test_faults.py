@@ -74,6 +74,7 @@ def test_a_full_disk_loses_no_paid_answer_and_no_test(pytester: pytest.Pytester)
         assert entry["calls"]["made"] + entry["calls"]["cached"] == 4 * 5 + 5
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_answer_is_replayed_offline(pytester: pytest.Pytester) -> None:
     conftest = CONFTEST.replace(
         "    return text_model(format_sensitive, id=\"scripted-format-sensitive\")",
@@ -88,7 +89,9 @@ def test_a_lone_surrogate_answer_is_replayed_offline(pytester: pytest.Pytester) 
     assert "could not store" not in first.stdout.str() + first.stderr.str()
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist -n 2"])
+@pytest.mark.parametrize("workers", [pytest.param([], id="one process"),
+                                     pytest.param(["-n", "2"], id="xdist -n 2",
+                                                  marks=pytest.mark.slow)])
 def test_the_budget_is_for_the_whole_run(pytester: pytest.Pytester, workers: list[str]) -> None:
     write_project(pytester)
     result, report = run_json(pytester, "--reliable-budget=7calls", "--reliable-no-cache",

@@ -71,6 +71,7 @@ def test_junit_properties(pytester: pytest.Pytester) -> None:
     assert 'name="reliable_mean" value="0.5000"' in text
 
 
+@pytest.mark.slow
 def test_seed_is_in_header_and_json(pytester: pytest.Pytester) -> None:
     write_project(pytester)
     result, report = run_json(pytester, "--reliable-seed=7")

@@ -113,6 +113,7 @@ def test_an_unwritable_path_stops_the_run_before_any_call(pytester: pytest.Pytes
     assert "collected" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_the_step_summary_mentions_the_page(pytester: pytest.Pytester,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     write_project(pytester)

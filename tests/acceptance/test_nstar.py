@@ -40,6 +40,7 @@ def test_paper_is_the_papers_recipe_n_star_within_the_pilot(pytester: pytest.Pyt
     result.stdout.fnmatch_lines(["*n* = 8 is all the resamplings there were: not reliable at*"])
 
 
+@pytest.mark.slow
 def test_bootstrap_extends_the_pilot_and_a_later_run_reuses_n_star_and_calls(
     pytester: pytest.Pytester,
 ) -> None:
@@ -152,6 +153,7 @@ def test_early_stopping_reports_what_it_ran_and_gives_the_full_runs_verdict(
     assert "not covered by anytime-valid bounds: min_worst" in uncovered["stop_reason"]
 
 
+@pytest.mark.slow
 def test_stop_early_option_and_a_bad_marker_value(pytester: pytest.Pytester) -> None:
     write_project(pytester, test_file=STOP_TEST.replace(", stop_early=True", ""),
                   conftest=MOSTLY_RIGHT)

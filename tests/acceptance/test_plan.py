@@ -124,6 +124,7 @@ def test_auto(reliable):
     ])
 
 
+@pytest.mark.slow
 def test_plan_under_xdist_reaches_the_controller(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     result = project.runpytest_subprocess("--reliable-plan", "-n", "2", "-p", "no:randomly")

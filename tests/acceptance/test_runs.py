@@ -27,6 +27,7 @@ def _without_calls(report: dict) -> list[dict]:
     return tests
 
 
+@pytest.mark.slow
 def test_xdist_gives_the_same_numbers_as_one_process(pytester: pytest.Pytester) -> None:
     write_project(pytester)
     single, report_single = run_json(pytester, "--reliable-no-cache", name="one.json")
@@ -39,6 +40,7 @@ def test_xdist_gives_the_same_numbers_as_one_process(pytester: pytest.Pytester) 
     assert multi.stdout.str().count("test_fails_on_worst_format") >= 2  # failure + table row
 
 
+@pytest.mark.slow
 def test_auto_n_pilots_once_then_reuses_the_store(pytester: pytest.Pytester) -> None:
     write_project(pytester, test_file=AUTO_TEST)
     _, report_first = run_json(pytester, "--reliable-n=auto", "--reliable-pilot-n=12",
@@ -60,6 +62,7 @@ def test_auto_n_pilots_once_then_reuses_the_store(pytester: pytest.Pytester) -> 
     assert again["mean"] == pytest.approx(entry["mean"])
 
 
+@pytest.mark.slow
 def test_offline_replay_in_record_mode_none(pytester: pytest.Pytester) -> None:
     write_project(pytester)
     record, _ = run_json(pytester, name="record.json")
@@ -76,6 +79,7 @@ def test_offline_replay_in_record_mode_none(pytester: pytest.Pytester) -> None:
     assert not (pytester.path / ".reliable" / "cache.sqlite").exists()
 
 
+@pytest.mark.slow
 def test_lock_catches_a_changed_space(pytester: pytest.Pytester) -> None:
     write_project(pytester)
     created = pytester.runpytest_subprocess("--reliable-lock-update")
@@ -108,6 +112,7 @@ def code_space_test(wrappers: list[str]) -> str:
     return CODE_SPACE_TEST.format(wrappers=repr(wrappers).replace("{", "{{").replace("}", "}}"))
 
 
+@pytest.mark.slow
 def test_lock_covers_spaces_declared_in_code(pytester: pytest.Pytester) -> None:
     write_project(pytester, test_file=code_space_test(["({})", "{}."]))
     pytester.runpytest_subprocess("--reliable-lock-update").assert_outcomes(passed=1)

@@ -6,6 +6,9 @@ import pytest
 
 from tests.acceptance.helpers import write_project
 
+# Each case runs pytest in a subprocess (about 3 s): deselected by the fast loop, -m "not slow".
+pytestmark = pytest.mark.slow
+
 MARKER_TEST = '''
 import pytest
 from pytest_reliable import Dataset, MultipleChoice

@@ -221,6 +221,7 @@ def test_cut_short(reliable):
     assert " - " in row
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "fragments", "workers"),
     [

@@ -1,0 +1,198 @@
+"""The fixtures: ``reliable`` (a `ReliableFixture` bound to one test) and the two a user
+overrides in conftest.py, ``reliable_model`` and ``reliable_baseline``.
+
+The fixture runs evaluations through the run's session; their results go on the test's item
+(``RESULTS_KEY``), where the hook wiring checks the thresholds when the test body ends and puts
+the entries on the test report.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pytest
+
+from pytest_reliable._plugin_markers import perturbation_exists
+from pytest_reliable._plugin_plan import plan_instead
+from pytest_reliable._plugin_state import (
+    ERRORS_KEY,
+    RESULTS_KEY,
+    SPECS_KEY,
+    ReliableState,
+    state_of,
+)
+from pytest_reliable.settings import Settings
+
+if TYPE_CHECKING:
+    from pytest_reliable.data import Records
+    from pytest_reliable.markerspec import ChecklistSpec, ReliableSpec
+    from pytest_reliable.report.entries import ErrorEntry
+    from pytest_reliable.results import ChecklistReport, ReliableReport
+    from pytest_reliable.tasks import Task
+
+    _Report = TypeVar("_Report", ReliableReport, ChecklistReport)
+
+
+@pytest.fixture
+def reliable_model() -> Any:
+    """The model under test. Override in conftest.py to test your own model or callable.
+
+    Return a ``Callable[[str], str]``, a callable on chat messages, an async variant, or an object
+    of the model protocol. None (this default) means ``--reliable-model``/``--reliable-base-url``,
+    else the embedded SmolLM2-135M-Instruct.
+    """
+    return None
+
+
+@pytest.fixture
+def reliable_baseline() -> Any:
+    """The baseline (production) model for tests with ``baseline=``/``max_regression=``.
+
+    Override in conftest.py exactly as ``reliable_model``. None (this default) means
+    ``--reliable-baseline-model``, else ``--reliable-baseline-report``.
+    """
+    return None
+
+
+@pytest.fixture(name="reliable")
+def reliable_fixture(
+    request: pytest.FixtureRequest, reliable_model: Any, reliable_baseline: Any
+) -> ReliableFixture:
+    """Runs evaluations bound to the test's marker; thresholds are checked when the test ends."""
+    state = state_of(request.config)
+    state.session  # noqa: B018 - made here, in the main thread, before an async test's worker
+    return ReliableFixture(request.node, state, reliable_model, reliable_baseline)
+
+
+def baseline_configured(item: pytest.Item, settings: Settings) -> bool:
+    """A baseline outside the marker: the options, or a ``reliable_baseline`` fixture of the
+    user's (one that is not this module's default)."""
+    if settings.baseline_model is not None or settings.baseline_report is not None:
+        return True
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.get("reliable_baseline", ()) if info else ()
+    return any(getattr(d.func, "__module__", __name__) != __name__ for d in definitions)
+
+
+class ReliableFixture:
+    """``reliable.evaluate(dataset, task)`` and the CheckList methods, bound to one test."""
+
+    def __init__(
+        self, item: pytest.Item, state: ReliableState, model: Any, baseline: Any = None
+    ) -> None:
+        self._item = item
+        self._state = state
+        self._model = model
+        self._baseline = baseline
+        item.stash.setdefault(RESULTS_KEY, [])
+
+    def _spec(self, kind: str, overrides: dict[str, Any]) -> ReliableSpec | ChecklistSpec:
+        """The marker's arguments (validated at collection), with ``overrides`` on top."""
+        from pytest_reliable.markerspec import MarkerArgumentError, parse_checklist, parse_reliable
+
+        specs = self._item.stash.get(SPECS_KEY, {})
+        if not overrides and kind in specs:
+            return specs[kind]
+        marker = self._item.get_closest_marker(kind)
+        kwargs = {**(marker.kwargs if marker else {}), **overrides}
+        exists = self._state.session.space_exists
+        try:
+            if kind == "reliable":
+                return parse_reliable(kwargs, space_exists=exists, has_baseline=baseline_configured(
+                    self._item, self._state.settings))
+            return parse_checklist(kind, (), kwargs, space_exists=exists,
+                                   perturbation_exists=perturbation_exists)
+        except MarkerArgumentError as error:
+            pytest.fail(f"{self._item.nodeid}: {error}", pytrace=False)
+
+    def _run(self, kind: str, work: Callable[[], _Report]) -> _Report:
+        from pytest_reliable.baseline import BaselineUsageError
+        from pytest_reliable.errors import ReliableError
+
+        try:
+            result = work()
+        except ReliableError as error:
+            usage = isinstance(error, BaselineUsageError)
+            entry: ErrorEntry = {"nodeid": self._item.nodeid, "kind": kind, "verdict": "error",
+                                 "message": str(error)}
+            if usage:
+                entry["usage_error"] = True
+            self._item.stash.setdefault(ERRORS_KEY, []).append(entry)
+            if usage:  # a misconfigured comparison: stop before other tests spend calls
+                self._item.session.shouldstop = f"pytest-reliable: {error}"
+            pytest.fail(f"{self._item.nodeid}: {error}", pytrace=False)
+        self._item.stash[RESULTS_KEY].append(result)
+        return result
+
+    def evaluate(self, dataset: Records, task: Task, **overrides: Any) -> ReliableReport:
+        """Run the marker's resamplings plus the canonical pass; returns the report object."""
+        from pytest_reliable.markerspec import ReliableSpec
+
+        spec = self._spec("reliable", overrides)
+        assert isinstance(spec, ReliableSpec)
+        session = self._state.session
+        if self._state.settings.plan:
+            from pytest_reliable.plan_report import plan_reliable
+
+            plan_instead(self._item, lambda: plan_reliable(session, self._item.nodeid, dataset,
+                                                           task, spec, self._model))
+        return self._run("reliable", lambda: session.run_reliable(
+            self._item.nodeid, dataset, task, spec, self._model, self._baseline))
+
+    async def aevaluate(self, dataset: Records, task: Task, **overrides: Any) -> ReliableReport:
+        """`evaluate` for an async test: the model calls run on the test's own event loop (so a
+        model built on it works), the rest in a worker thread, and the loop stays free."""
+        return await self._on_test_loop(functools.partial(self.evaluate, **overrides),
+                                        dataset, task)
+
+    async def _on_test_loop(
+        self, method: Callable[[Records, Task], _Report], dataset: Records, task: Task
+    ) -> _Report:
+        import asyncio
+
+        from pytest_reliable.models.base import to_daemon_thread
+        from pytest_reliable.runner import use_loop
+
+        with use_loop(asyncio.get_running_loop()):
+            return await to_daemon_thread(method, dataset, task)
+
+    def _checklist(
+        self, kind: str, dataset: Records, task: Task, overrides: dict[str, Any]
+    ) -> ChecklistReport:
+        from pytest_reliable.markerspec import ChecklistSpec
+
+        spec = self._spec(kind, overrides)
+        assert isinstance(spec, ChecklistSpec)
+        session = self._state.session
+        if self._state.settings.plan:
+            from pytest_reliable.plan_report import plan_checklist
+
+            plan_instead(self._item, lambda: plan_checklist(session, self._item.nodeid, dataset,
+                                                            task, spec))
+        return self._run(kind, lambda: session.run_checklist(
+            self._item.nodeid, dataset, task, spec, self._model))
+
+    def invariance(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
+        return self._checklist("invariance", dataset, task, overrides)
+
+    def directional(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
+        return self._checklist("directional", dataset, task, overrides)
+
+    def mft(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
+        return self._checklist("mft", dataset, task, overrides)
+
+    async def ainvariance(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
+        """`invariance` for an async test, on the test's own event loop (as `aevaluate`)."""
+        return await self._on_test_loop(functools.partial(self.invariance, **overrides),
+                                        dataset, task)
+
+    async def adirectional(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
+        """`directional` for an async test, on the test's own event loop (as `aevaluate`)."""
+        return await self._on_test_loop(functools.partial(self.directional, **overrides),
+                                        dataset, task)
+
+    async def amft(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
+        """`mft` for an async test, on the test's own event loop (as `aevaluate`)."""
+        return await self._on_test_loop(functools.partial(self.mft, **overrides), dataset, task)

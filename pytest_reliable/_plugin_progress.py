@@ -1,0 +1,98 @@
+"""The progress line: a running evaluation's calls, while it runs.
+
+On a terminal, one line rewritten in place every ``interval`` seconds; in a log (output to a
+file or a CI log, where nothing can be rewritten), a line every ``log_interval`` seconds, and only
+for evaluations long enough to need one. A pytest-xdist worker writes its own lines, prefixed with
+its id, on the stderr it shares with the controller. Written with pytest's capture suspended (as
+live logging does): visible under the default capture, never in a test's "Captured stdout".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_reliable._plugin_xdist import is_worker, worker_id
+
+if TYPE_CHECKING:
+    from pytest_reliable.runner import ProgressEvent
+
+
+class ProgressLine:
+    """The session's ``on_progress`` callback: ``line(nodeid, event)`` for each call event."""
+
+    def __init__(self, config: pytest.Config, *, interval: float, log_interval: float) -> None:
+        self.config = config
+        self.interval = interval
+        """Seconds between updates on a terminal."""
+        self.log_interval = log_interval
+        """Seconds between lines in a log, and the least length of an evaluation shown there."""
+        self._last = 0.0
+        self._start: float | None = None
+        self._shown = False
+
+    def __call__(self, nodeid: str, event: ProgressEvent) -> None:
+        if self.config.option.verbose < 0:
+            return
+        if is_worker(self.config):
+            self._worker_line(nodeid, event)
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        now = time.monotonic()
+        finished = event.done >= event.total
+        if event.done <= 1 or self._start is None:
+            self._start = now
+        interval = self.interval if reporter.isatty else self.log_interval
+        if not reporter.isatty and not self._shown and now - self._start < (
+                interval) and (finished or interval > 0):
+            return  # a log gets progress only for evaluations long enough to need it
+        if not finished and now - self._last < interval:
+            return
+        self._last = now
+        from pytest_reliable.report import progress_line
+
+        width = self.config.get_terminal_writer().fullwidth
+        line = progress_line(nodeid, event.done, event.total, event.cached, event.made, width)
+        with self._capture_suspended():
+            if not reporter.isatty:
+                reporter.ensure_newline()
+                reporter.write_line(line)
+                self._shown = not finished
+                return
+            if not self._shown:
+                reporter.ensure_newline()
+                self._shown = True
+            reporter.rewrite(line, erase=True)
+            if finished:
+                reporter.rewrite("", erase=True)
+                reporter.currentfspath = None  # pytest writes the file name again on a fresh line
+                self._shown = False
+
+    def _worker_line(self, nodeid: str, event: ProgressEvent) -> None:
+        """A worker's own line, at most every ``log_interval`` seconds of a long evaluation (a
+        rewritten line would fight the controller's)."""
+        now = time.monotonic()
+        if event.done <= 1 or self._start is None:
+            self._start = now
+        finished = event.done >= event.total
+        if now - self._start < self.log_interval and self.log_interval > 0:
+            return
+        if not finished and now - self._last < self.log_interval:
+            return
+        self._last = now
+        from pytest_reliable.report import progress_line
+
+        line = progress_line(nodeid, event.done, event.total, event.cached, event.made)
+        with self._capture_suspended():
+            sys.stderr.write(f"[{worker_id(self.config)}] {line}\n")
+            sys.stderr.flush()
+
+    def _capture_suspended(self) -> contextlib.AbstractContextManager[Any]:
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        return capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()

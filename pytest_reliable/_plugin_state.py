@@ -1,0 +1,215 @@
+"""The run's state: what the plugin holds for one pytest run, and what it does with the results.
+
+`ReliableState` is made when the run is configured (after the start-up checks) and registered
+with the plugin manager; its hooks run on the controller under pytest-xdist, where each test's
+results arrive on the workers' test reports (``report.reliable_entries``): it collects them,
+prints the ``reliable summary`` table and writes the JSON and HTML reports at the end.
+
+The session that runs evaluations (`session.ReliableSession`, which imports numpy, scipy and
+statsmodels) is made when the first reliable test needs it: a run without reliable tests never
+imports them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_reliable import _plugin_checks as checks
+from pytest_reliable._plugin_checks import LOCK_ERROR
+from pytest_reliable._plugin_markers import MARKER_ERROR
+from pytest_reliable._plugin_options import read_settings, remember_seed
+from pytest_reliable._plugin_xdist import is_worker
+from pytest_reliable.files import content_hash
+
+if TYPE_CHECKING:
+    # The stash keys below name these in strings, which mypy reads and ruff does not.
+    from pytest_reliable.markerspec import ChecklistSpec, ReliableSpec  # noqa: F401
+    from pytest_reliable.report.entries import Entry, ErrorEntry  # noqa: F401
+    from pytest_reliable.results import ChecklistReport, ReliableReport  # noqa: F401
+    from pytest_reliable.report.format import Column
+    from pytest_reliable.session import ProgressCallback, ReliableSession
+    from pytest_reliable.space import Space
+    from pytest_reliable.store import Store
+
+STATE_NAME = "reliable-state"
+USAGE_ERRORS = (MARKER_ERROR, LOCK_ERROR)
+"""Headings of the collect errors a worker sends for what is a usage error on the controller."""
+
+# What each test carries (on its item) between the hooks and the fixture.
+RESULTS_KEY = pytest.StashKey["list[ReliableReport | ChecklistReport]"]()
+SPECS_KEY = pytest.StashKey["dict[str, ReliableSpec | ChecklistSpec]"]()
+ERRORS_KEY = pytest.StashKey["list[ErrorEntry]"]()
+
+
+class ReliableState:
+    """What the plugin holds for one pytest run; registered with the plugin manager."""
+
+    def __init__(self, config: pytest.Config, on_progress: ProgressCallback) -> None:
+        from pytest_reliable.redact import install_log_redaction
+
+        install_log_redaction()
+        self.config = config
+        self.is_worker = is_worker(config)
+        self.settings = settings = read_settings(config)
+        self._on_progress = on_progress
+        self._session: ReliableSession | None = None
+        self._opened_store: Store | None = None
+        self.entries: dict[str, list[Entry]] = {}
+        self.marker_errors = False
+        self.baseline_usage_errors = False
+
+        checks.check_api_key(settings)
+        if settings.report_path is not None:
+            checks.check_report_path(settings.report_path)
+        checks.check_config_path(settings)
+        if settings.html_path is not None and not self.is_worker:
+            checks.check_writable_or_usage_error("--reliable-html", settings.html_path)
+        self.spaces: dict[str, Space] = checks.load_spaces_or_usage_error(settings.config_file)
+        self._opened_store = checks.check_store_or_usage_error(settings)
+        try:
+            checks.check_baseline_options_or_usage_error(
+                settings, lambda: self.session.stored_baseline)
+            if not self.is_worker:
+                checks.apply_lock_mode(settings, self.spaces)
+                remember_seed(config, settings.seed)
+        except BaseException:
+            self.close()  # a connected shared store is let go, not left to the interpreter
+            raise
+
+    @property
+    def session(self) -> ReliableSession:
+        """Runs the evaluations; made on first use (it imports the statistics stack)."""
+        if self._session is None:
+            from pytest_reliable.session import ReliableSession
+
+            self._session = ReliableSession(self.settings, self.spaces,
+                                            on_progress=self._on_progress)
+            if self._opened_store is not None:
+                self._session.use_store(self._opened_store)
+        return self._session
+
+    def close(self) -> None:
+        """Stop what the session started (the embedded server, the cache): at the run's end."""
+        if self._session is not None:
+            self._session.close()
+        elif self._opened_store is not None:
+            self._opened_store.close()
+
+    @property
+    def spaces_hash(self) -> str | None:
+        if not self.settings.config_file.exists():
+            return None
+        return content_hash(
+            {name: space.normalized() for name, space in sorted(self.spaces.items())})
+
+    def model_label(self) -> str:
+        fixture = self.model_fixture_source()
+        if fixture is not None:
+            return f"the reliable_model fixture of {fixture}"
+        if self.settings.model and self.settings.model != "local":
+            from pytest_reliable.redact import redact
+
+            host = self.settings.base_url or "api.openai.com"
+            return redact(f"{self.settings.model} at {host}")
+        return "local SmolLM2-135M-Instruct (embedded, started on first use)"
+
+    def model_fixture_source(self) -> str | None:
+        """The conftest.py that overrides the ``reliable_model`` fixture, if one does."""
+        for plugin in self.config.pluginmanager.get_plugins():
+            path = getattr(plugin, "__file__", None) or ""
+            if path.endswith("conftest.py") and hasattr(plugin, "reliable_model"):
+                return os.path.relpath(path, self.config.rootpath)
+        return None
+
+    def all_entries(self) -> list[Entry]:
+        """Every test's entries, in node id order."""
+        return [entry for nodeid in sorted(self.entries) for entry in self.entries[nodeid]]
+
+    def finish_entry(self, entry: Entry) -> Entry:
+        """Where a test's entry is made (a worker under xdist): model text cut unless
+        --reliable-full-text, then the pytest_reliable_report_entry hook."""
+        from pytest_reliable.report.format import cut_strings
+
+        if not self.settings.full_text:
+            entry = cut_strings(entry)
+        self.config.hook.pytest_reliable_report_entry(entry=entry)
+        return entry
+
+    def table_columns(self) -> list[Column]:
+        """The `reliable` table's columns, after the pytest_reliable_table_columns hook."""
+        from pytest_reliable.report.format import RELIABLE_COLUMNS, Column
+
+        columns: list[Any] = list(RELIABLE_COLUMNS)
+        self.config.hook.pytest_reliable_table_columns(columns=columns)
+        return [column if isinstance(column, Column) else Column(*column) for column in columns]
+
+    # Hooks of the registered state object: they run on the controller under pytest-xdist,
+    # where entries arrive on the workers' test reports.
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        entries = getattr(report, "reliable_entries", None)
+        if entries:
+            self.entries[report.nodeid] = entries
+            if any(entry.get("usage_error") for entry in entries):
+                self.baseline_usage_errors = True
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed and str(report.longrepr).startswith(USAGE_ERRORS):
+            self.marker_errors = True
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.is_worker or not self.entries:
+            return
+        from pytest_reliable.report import summary_table
+
+        terminalreporter.write_sep("=", "reliable summary")
+        width = self.config.get_terminal_writer().fullwidth
+        for line in summary_table(self.all_entries(), width=width, columns=self.table_columns()):
+            terminalreporter.write_line(line)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if (self.marker_errors or self.baseline_usage_errors) and not self.is_worker:
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        if not self.is_worker:
+            mark_cache_dir(self.config.rootpath / ".reliable")
+        report_path, html_path = self.settings.report_path, self.settings.html_path
+        if self.is_worker or (not self.entries and report_path is None and html_path is None):
+            return
+        from pytest_reliable.report import append_github_step_summary, build_report, write_report
+
+        report = build_report(
+            self.all_entries(), seed=self.settings.seed, model=None, space_hash=self.spaces_hash
+        )
+        if report_path is not None:
+            write_report(report, report_path)
+        if html_path is not None:
+            from pytest_reliable.report.html import write_html
+
+            write_html(report, html_path)
+        if os.environ.get("GITHUB_STEP_SUMMARY") and self.entries:
+            append_github_step_summary(report, columns=self.table_columns(), html_path=html_path)
+
+
+def state_of(config: pytest.Config) -> ReliableState:
+    state = config.pluginmanager.get_plugin(STATE_NAME)
+    assert isinstance(state, ReliableState), "pytest-reliable's state is missing"
+    return state
+
+
+def mark_cache_dir(path: Path) -> None:
+    """``.reliable/`` holds prompts and answers: keep it out of git (``git add .``) and out of
+    backups (CACHEDIR.TAG, bford.net/cachedir). Only for a directory the plugin made: an
+    existing .gitignore is left alone."""
+    if not path.is_dir() or (path / ".gitignore").exists():
+        return
+    try:
+        (path / ".gitignore").write_text("# created by pytest-reliable: prompts and answers\n*\n",
+                                         encoding="utf-8")
+        (path / "CACHEDIR.TAG").write_text(
+            "Signature: 8a477f597d28d172789f06886806bc55\n"
+            "# This directory is a cache of pytest-reliable (model answers).\n", encoding="utf-8")
+    except OSError:
+        pass  # a read-only checkout: nothing to protect against
