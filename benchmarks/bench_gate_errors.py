@@ -352,14 +352,19 @@ def run_regime(regime: Regime) -> dict[tuple[str, str], int]:
     sampled = regime.mode == "fixed" and regime.resamplings < int(np.prod(SIZES))
     wrong: dict[tuple[str, str], int] = defaultdict(int)
     for r in range(regime.reps):
-        effects = [stats.paired_group_effects(scores[r], lab[r], k, resamplings_sampled=sampled)
+        effects = [stats.paired_group_effects(scores[r], lab[r], k, resamplings_sampled=sampled,
+                                              spans_variants=True)
                    for lab, k in zip(labels, SIZES)]
         values = np.concatenate([np.clip(e.estimates[e.live], 0, 1) for e in effects])
         spread = max(float(np.ptp(np.clip(e.estimates[e.live], 0, 1))) for e in effects)
+        # Listed values no cell was rendered with (fixed mode, few resamplings), as
+        # summary.format_range counts them for the gate.
+        unseen = [k - e.live.size for e, k in zip(effects, SIZES)]
+        unseen_pairs = sum(u * e.live.size + u * (u - 1) // 2 for u, e in zip(unseen, effects))
         evidence = {
-            "min_worst": group_evidence(float(values.min()), effects, "dimensions"),
-            "max_spread": spread_evidence(spread, [e.pairs() for e in effects]),
-            "min_median": median_evidence(float(np.median(values)), effects),
+            "min_worst": group_evidence(float(values.min()), effects, "dimensions", sum(unseen)),
+            "max_spread": spread_evidence(spread, [e.pairs() for e in effects], unseen_pairs),
+            "min_median": median_evidence(float(np.median(values)), effects, sum(unseen)),
         }
         for name in RANGE_THRESHOLDS:
             claim = {name: (truth[name], evidence[name])}
@@ -409,6 +414,138 @@ def print_grid(rows: list[tuple[Regime, dict[tuple[str, str], int]]]) -> list[st
     return missed
 
 
+# -- parts C and D: the plan's range figures and the always-wrong value, end to end -----------
+@dataclass(frozen=True)
+class LevelJob:
+    """One ``run_reliable`` of a `LevelModel`: its checks under every policy, and the JSON
+    ``dimensions`` of its summary."""
+
+    model: LevelModel
+    rep: int
+    instances: int
+    resamplings: int
+    mode: str
+    limits: dict[str, float]
+
+
+def run_level_job(job: LevelJob) -> tuple[dict[str, dict[str, bool]], dict[str, dict[str, float]]]:
+    session = ReliableSession(Settings(rootdir=Path("."), no_cache=True))
+    model = text_model(job.model, id=f"level-{job.model.name}")
+    try:
+        spec = ReliableSpec(space=SPACE, n=job.resamplings, mode=job.mode,  # type: ignore[arg-type]
+                            confidence=CONFIDENCE, **job.limits)
+        report = session.run_reliable(f"bench::{job.model.name}-{job.rep}",
+                                      dataset(job.rep, job.instances), MultipleChoice(), spec, model)
+        checks = {policy: {c.name: c.passed for c in decide_thresholds(spec, report.summary, policy)}
+                  for policy in ("pass-on-evidence", "fail-on-evidence")}
+        return checks, report.summary.dimensions
+    finally:
+        session.close()
+
+
+PLAN_N, PLAN_RESAMPLINGS = 100, 10
+PLAN_CASES = (  # (threshold, limit, mode, policy)
+    ("min_worst", 0.6, "ilr", "pass-on-evidence"),
+    ("min_worst", 0.6, "fixed", "pass-on-evidence"),
+    ("min_median", 0.6, "ilr", "pass-on-evidence"),
+    ("max_spread", 0.3, "ilr", "pass-on-evidence"),
+    ("max_spread", 0.1, "ilr", "fail-on-evidence"),
+)
+
+
+def plan_models(quick: bool) -> list[tuple[tuple[str, float, str, str], float | None, LevelModel]]:
+    """Each case's planned value (`resolve`, as ``--reliable-plan`` prints it) and the hardest
+    model at it that the plan simulated (`stats.power._configuration`, here in rendered values)."""
+    out = []
+    names = list(SPACE.dimensions)
+    for case in PLAN_CASES[:3] if quick else PLAN_CASES:
+        name, limit, mode, policy = case
+        spec = ReliableSpec(space=SPACE, n=PLAN_RESAMPLINGS, mode=mode,  # type: ignore[arg-type]
+                            confidence=CONFIDENCE, **{name: limit})
+        design, _ = plan_design(spec, SPACE, PLAN_N, PLAN_RESAMPLINGS, 4, policy)
+        value = resolve(name, limit, design).value
+        if value is None:
+            out.append((case, None, LevelModel("none", 0.5)))
+            continue
+        effects: list[tuple[str, str, float]] = []
+        centre = value
+        if name == "max_spread":
+            centre = 0.5
+            dims = names[:1] if policy == "fail-on-evidence" else names
+            for dim in dims:
+                values = [SPACE.display_value(dim, v) for v in SPACE.dimensions[dim]]
+                k = len(values)
+                for index, shown in enumerate(values):
+                    if policy == "fail-on-evidence":
+                        shift = -value / 2 if index == 0 else value / 2 if index == 1 else 0.0
+                    else:
+                        shift = -value / 2 if index < k // 2 else value / 2 if index >= k - k // 2 \
+                            else 0.0
+                    effects.append((dim, shown, shift))
+        out.append((case, value, LevelModel(f"plan-{name}-{mode}-{policy}", centre,
+                                            tuple(effects))))
+    return out
+
+
+def run_plan_part(reps: int, workers: int, quick: bool) -> list[str]:
+    cases = plan_models(quick)
+    jobs = [LevelJob(model, rep, PLAN_N, PLAN_RESAMPLINGS, case[2], {case[0]: case[1]})
+            for case, value, model in cases if value is not None for rep in range(reps)]
+    outcomes: dict[str, list[bool]] = defaultdict(list)
+    policy_of = {model.name: case[3] for case, _, model in cases}
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for job, (checks, _) in zip(jobs, pool.map(run_level_job, jobs, chunksize=2)):
+            name = next(iter(job.limits))
+            policy = policy_of[job.model.name]
+            passed = checks[policy][name]
+            outcomes[job.model.name].append(passed if policy == "pass-on-evidence" else not passed)
+    print(f"\n## C. --reliable-plan's range figures, end to end (N={PLAN_N}, n={PLAN_RESAMPLINGS}, "
+          f"{reps} repetitions; the policy's outcome must occur 0.8 +- (0.1 + 2 MC SE))")
+    print("| threshold | limit | mode | policy | planned value | outcome rate |")
+    print("|---|---|---|---|---|---|")
+    missed = []
+    for (name, limit, mode, policy), value, model in cases:
+        if value is None:
+            print(f"| {name} | {limit} | {mode} | {policy} | refused (cannot reach 80%) | - |")
+            continue
+        p, se = rate(outcomes[model.name])
+        print(f"| {name} | {limit} | {mode} | {policy} | {value:.3f} | {p:.3f} +- {se:.3f} |")
+        if abs(p - 0.8) > 0.1 + 2 * se:
+            missed.append(f"plan figure {name} {mode} {policy}: {p:.3f} +- {se:.3f}, planned 0.8")
+    return missed
+
+
+def run_wrong_value_part(reps: int, workers: int) -> list[str]:
+    """Issue 19 / issue 20 item 22: ilr, N=100, n=3, every answer under enumerator=number wrong
+    (the rest at 0.8): ``min_worst=0.01`` must not pass on evidence, and ``dimensions`` must
+    report 0.0 for the value."""
+    model = LevelModel("always-wrong-number", 0.8, (("enumerator", "number", -1.0),))
+    jobs = [LevelJob(model, rep, 100, 3, "ilr", {"min_worst": 0.01}) for rep in range(reps)]
+    passes, zero = [], []
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for checks, dims in pool.map(run_level_job, jobs, chunksize=2):
+            passes.append(checks["pass-on-evidence"]["min_worst"])
+            zero.append(dims["enumerator"]["number"] == 0.0)
+    p, se = rate(passes)
+    z, _ = rate(zero)
+    print(f"\n## D. the always-wrong value end to end (ilr, N=100, n=3, {reps} repetitions)")
+    print(f"min_worst=0.01 passes on evidence: {p:.3f} +- {se:.3f} (target <= 0.05 + 2 MC SE); "
+          f"dimensions report 0.0 for enumerator=number in {z:.0%} of runs")
+    missed = []
+    if p > 1 - CONFIDENCE + 2 * se:
+        missed.append(f"always-wrong value passes min_worst=0.01 on evidence {p:.3f} +- {se:.3f}")
+    if z < 1.0:
+        missed.append("dimensions did not report 0.0 for the always-wrong value")
+    return missed
+
+
+def run_grid_part(reps: int, workers: int, quick: bool) -> list[str]:
+    regimes = grid_regimes(reps, quick)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        rows = list(zip(regimes, pool.map(run_regime, regimes)))
+    return print_grid(rows)
+
+
 # -- the table ---------------------------------------------------------------------------------
 def rate(passes: list[bool]) -> tuple[float, float]:
     n = len(passes)
@@ -418,14 +555,37 @@ def rate(passes: list[bool]) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=200)
-    parser.add_argument("--quick", action="store_true", help="40 repetitions, N=50, n=10")
+    parser.add_argument("--parts", default="A,B,C,D", help="which parts to run (A,B,C,D)")
+    parser.add_argument("--reps", type=int, default=200, help="part A's repetitions")
+    parser.add_argument("--grid-reps", type=int, default=300, help="part B's (at most)")
+    parser.add_argument("--plan-reps", type=int, default=150, help="parts C and D's")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run: A at N=50, n=10, 40 reps; a small grid; few C/D reps")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--instances", type=int, default=100)
     parser.add_argument("--resamplings", type=int, default=30)
     args = parser.parse_args(argv)
+    parts = set(args.parts.upper().split(","))
     if args.quick:
         args.reps, args.instances, args.resamplings = 40, 50, 10
+        args.grid_reps, args.plan_reps = 60, 30
+    failures: list[str] = []
+    for part, run in (("A", lambda: run_threshold_part(args)),
+                      ("B", lambda: run_grid_part(args.grid_reps, args.workers, args.quick)),
+                      ("C", lambda: run_plan_part(args.plan_reps, args.workers, args.quick)),
+                      ("D", lambda: run_wrong_value_part(args.plan_reps, args.workers))):
+        if part in parts:
+            started = time.perf_counter()
+            failures += run()
+            print(f"# part {part}: {time.perf_counter() - started:.0f} s", flush=True)
+    for line in failures:
+        print("TARGET MISSED:", line)
+    if not failures:
+        print("all targets met")
+    return 1 if failures else 0
+
+
+def run_threshold_part(args: argparse.Namespace) -> list[str]:
     n_inst, n = args.instances, args.resamplings
     insensitive = SimModel("insensitive", p=0.7)
     bad_family = SimModel("bad-family", p=0.75, bad=0.75)  # a third of the formats 0.19 worse
@@ -448,16 +608,11 @@ def main(argv: list[str] | None = None) -> int:
             for label, policy, name, passed in rows:
                 results[(job.model.name, label, policy, name)].append(passed)
     seconds = time.perf_counter() - started
-    print(f"# gate error rates: N={n_inst} instances, n={n} resamplings (ilr), confidence "
+    print(f"## A. gate error rates: N={n_inst} instances, n={n} resamplings (ilr), confidence "
           f"{CONFIDENCE}, {args.reps} repetitions, {seconds:.0f} s")
     print(f"# intra-instance correlation {RHO}; dimension grouping; pass rate +- MC standard error")
     print_table(results, [insensitive, bad_family], n_inst)
-    failures = check_targets(results, n_inst, n)
-    for line in failures:
-        print("TARGET MISSED:", line)
-    if not failures:
-        print("all targets met")
-    return 1 if failures else 0
+    return check_targets(results, n_inst, n)
 
 
 def planned_min_score(limit: float, instances: int, resamplings: int) -> float:

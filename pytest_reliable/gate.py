@@ -158,9 +158,13 @@ def proportion_evidence(
 
 
 def group_evidence(observed: float | None, effects: list[stats.GroupEffects],
-                   grouping: str) -> Evidence:
+                   grouping: str, unobserved: int = 0) -> Evidence:
     """``min_worst``: the claims "this group's score >= limit", one per populated group of every
-    labelling (paired within instance; `stats.GroupEffects.lower` / ``upper``)."""
+    labelling (paired within instance; `stats.GroupEffects.lower` / ``upper``).
+
+    ``unobserved``: listed groups no cell was rendered with. Their claims have no evidence: a
+    lower bound of 0 under pass-on-evidence (the test cannot pass on evidence it never gathered);
+    under fail-on-evidence they are left out (no evidence of a breach)."""
     live = [e.live for e in effects]
 
     def at(levels: FloatArray, side: int) -> FloatArray:
@@ -173,7 +177,8 @@ def group_evidence(observed: float | None, effects: list[stats.GroupEffects],
         return np.concatenate(out) if out else np.zeros(0)
 
     def unfavourable(c: float) -> FloatArray:
-        return at(np.full(sum(g.size for g in live), c), -1)
+        return np.concatenate([at(np.full(sum(g.size for g in live), c), -1),
+                               np.zeros(unobserved)])
 
     def favourable(levels: FloatArray) -> FloatArray:
         return at(np.asarray(levels, dtype=np.float64), +1)
@@ -182,15 +187,21 @@ def group_evidence(observed: float | None, effects: list[stats.GroupEffects],
         parts = [e.p_below(limit)[g] for e, g in zip(effects, live)]
         return np.concatenate(parts) if parts else np.zeros(0)
 
-    return Evidence(observed, f"{stats.LEVEL_METHOD}; every group of {grouping}",
-                    unfavourable, favourable, p_breach)
+    method = f"{stats.LEVEL_METHOD}; every group of {grouping}" + _unseen(unobserved)
+    return Evidence(observed, method, unfavourable, favourable, p_breach)
 
 
-def spread_evidence(observed: float | None, pairs: list[stats.Pairs]) -> Evidence:
+def _unseen(unobserved: int, what: str = "groups") -> str:
+    return f" ({unobserved} listed {what} never rendered: no evidence)" if unobserved else ""
+
+
+def spread_evidence(observed: float | None, pairs: list[stats.Pairs],
+                    unobserved_pairs: int = 0) -> Evidence:
     """Claims "|difference| <= limit", one per pair of groups of one labelling (paired within
     instance; `stats.Pairs`): the upper bound of |d| is |d| + q se (skewness-corrected t);
     evidence of a breach is two-sided (the sign of the difference is chosen by the data):
-    lower bound |d| - t_{(1+c)/2} se, p = 2 t.sf((|d| - L) / se)."""
+    lower bound |d| - t_{(1+c)/2} se, p = 2 t.sf((|d| - L) / se). ``unobserved_pairs``: pairs
+    with a group no cell was rendered with: their upper bound is 1 (see `group_evidence`)."""
     live = [p for p in pairs if p.size]
     if not live:
         # One group or none: no pair can differ (an empty range has no observed value anyway).
@@ -201,7 +212,7 @@ def spread_evidence(observed: float | None, pairs: list[stats.Pairs]) -> Evidenc
                         lambda levels: np.zeros(1), lambda limit: np.ones(1))
 
     def unfavourable(c: float) -> FloatArray:
-        return np.concatenate([p.upper(c) for p in live])
+        return np.concatenate([*(p.upper(c) for p in live), np.ones(unobserved_pairs)])
 
     def favourable(levels: FloatArray) -> FloatArray:
         out, start = [], 0
@@ -214,7 +225,7 @@ def spread_evidence(observed: float | None, pairs: list[stats.Pairs]) -> Evidenc
         return np.concatenate([p.p_breach(limit) for p in live])
 
     return Evidence(observed, stats.PAIRED_METHOD + ", pairwise differences (skewness-corrected "
-                    "t)", unfavourable, favourable, p_breach)
+                    "t)" + _unseen(unobserved_pairs, "pairs"), unfavourable, favourable, p_breach)
 
 
 def std_evidence(bound: stats.StdBound) -> Evidence:
@@ -238,7 +249,8 @@ def regression_evidence(difference: stats.ClusteredDifference) -> Evidence:
     )
 
 
-def median_evidence(observed: float | None, effects: list[stats.GroupEffects]) -> Evidence:
+def median_evidence(observed: float | None, effects: list[stats.GroupEffects],
+                    unobserved: int = 0) -> Evidence:
     """``min_median``: the claim "the median group's score >= limit", bounded by the median of
     the groups' bounds, each at level alpha / m with m = G // 2 + 1 (G groups).
 
@@ -248,15 +260,18 @@ def median_evidence(observed: float | None, effects: list[stats.GroupEffects]) -
     median averages the two middle groups, the G / 2 + 1 groups at or below the upper middle
     one). Each of those m fixed groups errs with probability at most alpha / m, so all of them
     hold with probability at least 1 - alpha (Bonferroni), whatever their dependence. The same
-    holds for the median of the upper bounds with the m highest groups.
+    holds for the median of the upper bounds with the m highest groups. ``unobserved`` listed
+    groups without cells count as groups bounded only by [0, 1] (lower 0, upper 1).
     """
     live = [e.live for e in effects]
-    m = sum(g.size for g in live) // 2 + 1
+    m = (sum(g.size for g in live) + unobserved) // 2 + 1
 
     def median_at(confidence: float, side: int) -> float:
         level = 1.0 - (1.0 - confidence) / m
         values = [e.level_bounds(level, side)[g] for e, g in zip(effects, live)]
-        return float(np.median(np.concatenate(values))) if values else float("nan")
+        values.append(np.full(unobserved, 0.0 if side < 0 else 1.0))
+        found = np.concatenate(values)
+        return float(np.median(found)) if found.size else float("nan")
 
     def unfavourable(c: float) -> FloatArray:
         return np.array([median_at(c, -1)])
@@ -278,7 +293,8 @@ def median_evidence(observed: float | None, effects: list[stats.GroupEffects]) -
         return np.array([hi])
 
     return Evidence(observed, f"median of the groups' bounds, each at alpha/{m} (Bonferroni over "
-                    f"the {m} groups at or beyond the median); " + stats.PAIRED_METHOD,
+                    f"the {m} groups at or beyond the median); " + stats.PAIRED_METHOD
+                    + _unseen(unobserved),
                     unfavourable, favourable, p_breach)
 
 
@@ -387,11 +403,13 @@ def reliable_thresholds(
             claims[name] = (limit, _proportion(summary.pass_hat_k, summary.pass_hat_k_bound))
         elif name == "min_worst":
             claims[name] = (limit, group_evidence(ranges.minimum, ranges.effects(),
-                                                  ranges.grouping))
+                                                  ranges.grouping, len(ranges.unobserved)))
         elif name == "min_median":
-            claims[name] = (limit, median_evidence(ranges.median, ranges.effects()))
+            claims[name] = (limit, median_evidence(ranges.median, ranges.effects(),
+                                                   len(ranges.unobserved)))
         elif name == "max_spread":
-            claims[name] = (limit, spread_evidence(ranges.spread, ranges.pairs()))
+            claims[name] = (limit, spread_evidence(ranges.spread, ranges.pairs(),
+                                                   ranges.unobserved_pairs()))
         elif name == "max_std":
             if summary.std_bound is None:
                 continue

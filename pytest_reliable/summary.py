@@ -176,6 +176,14 @@ class RangeSummary:
             for labelling in self.labellings for index, group in enumerate(labelling.groups)
         }
 
+    def unobserved_pairs(self) -> int:
+        """Pairs of values of one dimension with at least one value in ``unobserved``."""
+        total = 0
+        for labelling in self.labellings:
+            unseen = sum(key.split("=", 1)[0] == labelling.name for key in self.unobserved)
+            total += unseen * len(labelling.groups) + unseen * (unseen - 1) // 2
+        return total
+
     def pairs(self) -> list[stats.Pairs]:
         """Every within-labelling pair's paired difference (for ``max_spread``: values are
         compared with values of the same dimension)."""
@@ -209,13 +217,16 @@ def label_cells(
 def estimate_labelling(
     scores: np.ndarray, labelling: Labelling, confidence: float, min_cells: int,
     offsets: np.ndarray | None = None, resamplings_sampled: bool = False,
+    spans_variants: bool = False,
 ) -> None:
     """Paired estimates, intervals and ``thin`` flags for every group of ``labelling``
-    (``offsets``, ``resamplings_sampled``: see `stats.paired_group_effects`)."""
+    (``offsets``, ``resamplings_sampled``, ``spans_variants``: see
+    `stats.paired_group_effects`)."""
     if not labelling.groups:
         return
     effects = stats.paired_group_effects(scores, labelling.labels, len(labelling.groups),
-                                         offsets=offsets, resamplings_sampled=resamplings_sampled)
+                                         offsets=offsets, resamplings_sampled=resamplings_sampled,
+                                         spans_variants=spans_variants)
     labelling.effects = effects
     low, high = effects.interval(confidence)
     for g, group in enumerate(labelling.groups):
@@ -520,7 +531,8 @@ def summarize(
     offsets = order_offsets(matrix, cells, space, mode, confidence)
     dims = dimension_labellings(space, cells, shape)
     for labelling in dims.values():
-        estimate_labelling(scores, labelling, confidence, min_cells, offsets, sampled)
+        estimate_labelling(scores, labelling, confidence, min_cells, offsets, sampled,
+                           spans_variants=True)
     if grouping == "formats":
         formats_lab = formats_labelling(matrix, cells)
         estimate_labelling(scores, formats_lab, confidence, min_cells, offsets, sampled)

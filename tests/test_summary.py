@@ -119,3 +119,28 @@ def test_dimensions_are_observed_means_and_groups_are_paired() -> None:
     assert entry["estimator"].startswith("paired within instance")
     assert all(0.0 <= g["score"] <= 1.0 for g in entry["per_variant"].values())
     assert set(entry["worst_candidates"]) <= set(entry["per_variant"])
+
+
+def test_fixed_mode_with_few_resamplings_has_no_evidence_about_unseen_values() -> None:
+    # Fixed mode, 2 resamplings over the default space, grouped by dimensions: most values are
+    # never rendered, and the others were drawn by one resampling each (their score averages
+    # over the other dimensions' values, of which one draw was seen). A perfect model must not
+    # pass min_worst (or max_spread) on evidence it never gathered (issue 19 item 7: without
+    # this, the bad value unseen, fixed N=100 n=2 passed min_worst at the limit half the time).
+    from pytest_reliable.gate import reliable_thresholds
+    from pytest_reliable.markerspec import ReliableSpec
+
+    data = [{"question": f"q{i}", "choices": ["a", "b", "c", "d"], "answer": i % 4}
+            for i in range(100)]
+    matrix, space = simulated(2, "fixed", lambda cell: 1.0, seed=3, data=data)
+    summary = summarize(matrix, space, mode="fixed", eps=0.01, delta=0.1,
+                        group_by="dimensions")
+    ranges = summary.formats
+    assert ranges.unobserved and ranges.as_dict()["unobserved"] == ranges.unobserved
+    spec = ReliableSpec(n=2, mode="fixed", group_by="dimensions", min_worst=0.5,
+                        max_spread=0.5)
+    checks = reliable_thresholds(spec, summary, "pass-on-evidence")
+    assert [c.passed for c in checks] == [False, False]
+    assert all("never rendered" in c.method for c in checks)
+    # No evidence of a breach either: fail-on-evidence keeps them.
+    assert all(c.passed for c in reliable_thresholds(spec, summary, "fail-on-evidence"))

@@ -325,6 +325,10 @@ class GroupEffects:
     """(G, G): `Fit.null` (None: every contrast is estimated)."""
     shared: npt.NDArray[np.int64] | None = None
     """(G, G): instances holding cells of both groups (None: every instance)."""
+    single_draw: npt.NDArray[np.bool_] | None = None
+    """(G,): groups whose score averages over variants (a dimension value: over the other
+    dimensions' values) that a single sampled resampling drew: nothing shows how another draw
+    would have scored, so they have no bound (None: none)."""
 
     @property
     def n_groups(self) -> int:
@@ -352,12 +356,14 @@ class GroupEffects:
     def identified(self) -> npt.NDArray[np.bool_]:
         """(G,): whether each group's score is estimated (its level is tied to the others by
         some instance; `Fit.null`). An unidentified group has an infinite se: no evidence."""
+        known = (np.ones(self.n_groups, dtype=bool) if self.single_draw is None
+                 else ~self.single_draw)
         if self.null is None:
-            return np.ones(self.n_groups, dtype=bool)
+            return known
         cells = np.where(self.cells > 0, self.cells, 0).astype(np.float64)
         share = cells / max(cells.sum(), 1.0)
         contrast = np.eye(self.n_groups) - share[None, :]
-        return np.asarray(np.abs(contrast @ self.null.T).max(axis=1) < 1e-8)
+        return np.asarray((np.abs(contrast @ self.null.T).max(axis=1) < 1e-8) & known)
 
     @functools.cached_property
     def _df(self) -> FloatArray:
@@ -486,6 +492,8 @@ def pairs_of(effects: GroupEffects, groups: npt.NDArray[np.intp]) -> Pairs:
         contrast[np.arange(i.size), j] = -1.0
         unlinked = np.abs(contrast @ effects.null.T).max(axis=1) >= 1e-8
         var = np.where(unlinked, np.inf, var)
+    if effects.single_draw is not None and i.size:
+        var = np.where(effects.single_draw[i] | effects.single_draw[j], np.inf, var)
     d_psi = effects.psi[i] - effects.psi[j]
     df = np.clip(np.minimum(effective_clusters(d_psi), effects.n_active) - 1.0, 1.0, None)
     if effects.row_covariance is not None and i.size:
@@ -544,7 +552,7 @@ def worst_candidates(labellings: list[GroupEffects], confidence: float
 
 def paired_group_effects(
     scores: ArrayLike, labels: ArrayLike, n_groups: int, *, offsets: ArrayLike | None = None,
-    resamplings_sampled: bool = False,
+    resamplings_sampled: bool = False, spans_variants: bool = False,
 ) -> GroupEffects:
     """Paired group estimates (see `GroupEffects`) of a (resamplings, instances) score matrix.
 
@@ -553,7 +561,9 @@ def paired_group_effects(
     factor subtracted from each cell before the groups are compared (e.g. the correct option's
     displayed position, so formats do not absorb order effects). ``resamplings_sampled``: the
     resamplings' variants were sampled from a space larger than the plan could list (fixed
-    mode), so a jackknife over resamplings adds the variant-sampling error.
+    mode), so a jackknife over resamplings adds the variant-sampling error. ``spans_variants``:
+    a group's score averages over variants (dimension values; not formats), so with sampled
+    resamplings a group drawn by a single resampling has no bound (`GroupEffects.single_draw`).
     """
     s = _score_matrix(scores)
     lab = np.asarray(labels, dtype=np.int64)
@@ -574,11 +584,15 @@ def paired_group_effects(
     if resamplings_sampled and s.shape[0] > 1:
         row_cov = _resampling_jackknife(s, lab, groups, result.estimates)
     present = (counts > 0).astype(np.int64)
+    single = None
+    if row_cov is not None and spans_variants:
+        rows = (lab[:, :, None] == np.arange(groups)).any(axis=1).sum(axis=0)
+        single = (rows < 2) & (cells > 0)
     return GroupEffects(
         estimates=result.estimates, observed=observed, psi=result.psi,
         cells=cells.astype(np.int64), instances=present.sum(axis=1),
         n_active=float(result.active), row_covariance=row_cov, resamplings=int(s.shape[0]),
-        null=result.null, shared=present @ present.T)
+        null=result.null, shared=present @ present.T, single_draw=single)
 
 
 def _resampling_jackknife(s: FloatArray, lab: npt.NDArray[np.int64], groups: int,
