@@ -546,6 +546,155 @@ def run_grid_part(reps: int, workers: int, quick: bool) -> list[str]:
     return print_grid(rows)
 
 
+# -- parts E, F, G: the estimator's expectation, the worst set's coverage, the embedded truth --
+BIAS_FACTORS = (np.array([1.0, 1.0, 0.6]), np.array([1.0, 0.0]), np.ones(2), np.ones(2))
+"""Part E's model: the third instruction 0.6 as good, every answer under enumerator=number wrong."""
+
+
+def run_bias_part(quick: bool) -> list[str]:
+    """The paired estimator's expectation (`stats.groups.fit`, the gate's own) against each
+    value's truth, ilr and fixed, n = 2..30, N=100 Beta instances (mean 0.7, rho 0.5)."""
+    from pytest_reliable.stats import groups
+
+    reps = 100 if quick else 400
+    rng = np.random.default_rng(19)
+    units = np.stack(np.meshgrid(*[np.arange(k) for k in SIZES], indexing="ij"),
+                     axis=-1).reshape(-1, len(SIZES))
+    means = [f.mean() for f in BIAS_FACTORS]
+    truth = [GRID_P * f * np.prod([m for e, m in enumerate(means) if e != d])
+             for d, f in enumerate(BIAS_FACTORS)]
+    print(f"\n## E. the paired estimator's expectation (N=100, {reps} repetitions; estimate - "
+          "truth +- MC SE, for instruction=bad (truth "
+          f"{truth[0][2]:.3f}) and enumerator=number (truth 0))")
+    print("| mode | n | instruction=bad | enumerator=number |")
+    print("|---|---|---|---|")
+    missed = []
+    concentration = 1 / RHO - 1
+    for mode in ("ilr", "fixed"):
+        for n in (2, 3, 5, 10, 30):
+            inst = rng.beta(GRID_P * concentration, (1 - GRID_P) * concentration,
+                            size=(reps, 1, 100))
+            if mode == "fixed":
+                passes = -(-n // len(units))
+                rows = np.concatenate([rng.permuted(np.tile(np.arange(len(units)), (reps, 1)),
+                                                    axis=1) for _ in range(passes)], axis=1)[:, :n]
+                codes = np.broadcast_to(rows[:, :, None], (reps, n, 100))
+            else:
+                codes = rng.integers(0, len(units), size=(reps, n, 100))
+            labels = [units[:, d][codes] for d in range(len(SIZES))]
+            factor = np.prod([BIAS_FACTORS[d][labels[d]] for d in range(len(SIZES))], axis=0)
+            scores = (rng.random((reps, n, 100)) < inst * factor).astype(np.float64)
+            cells = []
+            for d, g in ((0, 2), (1, 1)):
+                counts, sums = groups.tallies(scores, labels[d], SIZES[d])
+                est = groups.fit(counts, sums, influence=False).estimates[:, g]
+                seen = est[np.isfinite(est)]
+                bias = float(seen.mean() - truth[d][g])
+                se = float(seen.std(ddof=1) / math.sqrt(seen.size))
+                cells.append(f"{bias:+.4f} +- {se:.4f}")
+                if abs(bias) > 3 * se + 0.002:
+                    missed.append(f"estimator bias {mode} n={n} dim {d}: {bias:+.4f} +- {se:.4f}")
+            print(f"| {mode} | {n} | {cells[0]} | {cells[1]} |")
+    return missed
+
+
+def worst_set_rate(truth: np.ndarray, group_labels: list[np.ndarray], sizes: tuple[int, ...],
+                   instances: int, resamplings: int, reps: int, seed: int,
+                   true_scores: np.ndarray) -> tuple[float, float, float]:
+    """How often `stats.worst_candidates` holds the true worst group, and its mean size: each
+    replicate draws ``instances`` columns of ``truth`` (variants x instances, 0/1) without
+    replacement and, ilr, a uniform variant per cell; ``group_labels[d][v]`` is variant v's
+    value of dimension d; ``true_scores`` every group's truth (dimensions concatenated)."""
+    from pytest_reliable import stats
+
+    rng = np.random.default_rng(seed)
+    worst = int(np.argmin(true_scores))
+    held, size = 0, 0
+    for _ in range(reps):
+        columns = rng.choice(truth.shape[1], size=instances, replace=False)
+        variants = rng.integers(0, truth.shape[0], size=(resamplings, instances))
+        scores = truth[variants, columns[None, :]]
+        effects = [stats.paired_group_effects(scores, labels[variants], k)
+                   for labels, k in zip(group_labels, sizes)]
+        chosen = stats.worst_candidates(effects, 0.95)
+        offsets = np.cumsum((0, *sizes[:-1]))
+        flat = np.concatenate([found + offset for found, offset in zip(chosen, offsets)])
+        held += worst in flat
+        size += flat.size
+    return held / reps, math.sqrt(max(held / reps * (1 - held / reps), 1 / reps) / reps), \
+        size / reps
+
+
+def run_worst_set_part(quick: bool) -> list[str]:
+    """Item 6: the worst set's coverage on a simulated model (every variant's truth known)."""
+    reps = 100 if quick else 400
+    rng = np.random.default_rng(6)
+    units = np.stack(np.meshgrid(*[np.arange(k) for k in SIZES], indexing="ij"),
+                     axis=-1).reshape(-1, len(SIZES))
+    missed = []
+    print(f"\n## F. the worst set (`worst_candidates`, 95%): share holding the true worst group "
+          f"+- MC SE, mean size (ilr, {reps} repetitions; population of 400 Beta instances)")
+    print("| model | two lowest true groups | N | n | holds the worst | mean size (of 9) |")
+    print("|---|---|---|---|---|---|")
+    concentration = 1 / RHO - 1
+    models = {"one clear worst": (np.array([1.0, 1.0, 0.6]), np.ones(2)),
+              "a near tie": (np.array([1.0, 0.9, 0.87]), np.array([1.0, 0.84]))}
+    for name, (f_inst, f_enum) in models.items():
+        acc = rng.beta(GRID_P * concentration, (1 - GRID_P) * concentration, size=400)
+        factor = f_inst[units[:, 0]] * f_enum[units[:, 1]]
+        truth = (rng.random((len(units), 400)) < acc[None, :] * factor[:, None]).astype(float)
+        labels = [units[:, d] for d in range(len(SIZES))]
+        true_scores = np.concatenate([[truth[labels[d] == v].mean() for v in range(k)]
+                                      for d, k in enumerate(SIZES)])
+        for n_inst, n in ((30, 10), (100, 10)):
+            held, se, size = worst_set_rate(truth, labels, SIZES, n_inst, n, reps,
+                                            n_inst + n, true_scores)
+            low = np.sort(true_scores)[:2]
+            print(f"| {name} | {low[0]:.3f}, {low[1]:.3f} | {n_inst} | {n} | {held:.3f} +- "
+                  f"{se:.3f} | {size:.2f} |")
+            if held < 0.95 - 2 * se:
+                missed.append(f"worst set {name} N={n_inst}: holds the worst {held:.3f} +- {se:.3f}")
+    return missed
+
+
+TRUTH_FILE = Path("/work/notes/exp_cache/hyperbaton96.json")
+"""The embedded model's answers on 60 hyperbaton instances x all 96 variants of the example's
+``adjectives`` space (collected once through run_reliable in fixed mode, n=96)."""
+
+
+def run_embedded_truth_part(quick: bool) -> list[str]:
+    """Item 6 on the embedded model's exhaustive truth: gates at N=30, ilr, n=10."""
+    if not TRUTH_FILE.exists():
+        print(f"\n## G. skipped: {TRUTH_FILE} not found")
+        return []
+    import json
+
+    found = json.loads(TRUTH_FILE.read_text())
+    scores = np.array(found["scores"])  # (96 variants, 60 instances)
+    by_variant: dict[int, dict[str, str]] = {}
+    for cell in found["cells"]:
+        by_variant.setdefault(cell["r"], cell["values"])
+    dims = [d for d in by_variant[0] if len({v[d] for v in by_variant.values()}) > 1]
+    values = [sorted({v[d] for v in by_variant.values()}) for d in dims]
+    labels = [np.array([vals.index(by_variant[r][d]) for r in range(scores.shape[0])])
+              for d, vals in zip(dims, values)]
+    sizes = tuple(len(v) for v in values)
+    true_scores = np.concatenate([[scores[lab == v].mean() for v in range(k)]
+                                  for lab, k in zip(labels, sizes)])
+    keys = [f"{d}={v}" for d, vals in zip(dims, values) for v in vals]
+    reps = 200 if quick else 1000
+    held, se, size = worst_set_rate(scores, labels, sizes, 30, 10, reps, 61, true_scores)
+    order = np.argsort(true_scores)
+    print(f"\n## G. the worst set on the embedded model's truth (hyperbaton, 60 instances x 96 "
+          f"variants; gates at N=30, ilr, n=10, {reps} replicates)")
+    print("true group scores, lowest first: " + ", ".join(
+        f"{keys[i]} {true_scores[i]:.3f}" for i in order[:4]) + ", ...")
+    print(f"holds the true worst ({keys[order[0]]}): {held:.3f} +- {se:.3f}; mean size "
+          f"{size:.2f} of {len(keys)}")
+    return [f"embedded truth: worst set holds the worst {held:.3f} +- {se:.3f}"] \
+        if held < 0.95 - 2 * se else []
+
+
 # -- the table ---------------------------------------------------------------------------------
 def rate(passes: list[bool]) -> tuple[float, float]:
     n = len(passes)
@@ -555,7 +704,7 @@ def rate(passes: list[bool]) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", default="A,B,C,D", help="which parts to run (A,B,C,D)")
+    parser.add_argument("--parts", default="A,B,C,D,E,F,G", help="which parts to run (A..G)")
     parser.add_argument("--reps", type=int, default=200, help="part A's repetitions")
     parser.add_argument("--grid-reps", type=int, default=300, help="part B's (at most)")
     parser.add_argument("--plan-reps", type=int, default=150, help="parts C and D's")
@@ -573,7 +722,10 @@ def main(argv: list[str] | None = None) -> int:
     for part, run in (("A", lambda: run_threshold_part(args)),
                       ("B", lambda: run_grid_part(args.grid_reps, args.workers, args.quick)),
                       ("C", lambda: run_plan_part(args.plan_reps, args.workers, args.quick)),
-                      ("D", lambda: run_wrong_value_part(args.plan_reps, args.workers))):
+                      ("D", lambda: run_wrong_value_part(args.plan_reps, args.workers)),
+                      ("E", lambda: run_bias_part(args.quick)),
+                      ("F", lambda: run_worst_set_part(args.quick)),
+                      ("G", lambda: run_embedded_truth_part(args.quick))):
         if part in parts:
             started = time.perf_counter()
             failures += run()
