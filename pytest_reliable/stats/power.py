@@ -324,42 +324,58 @@ def range_outcome_rate(layout: RangeLayout, design: Design, threshold: str, limi
             cov = cov + _row_covariance(scores, rows, k)
         se = np.sqrt(np.maximum(np.diagonal(cov, axis1=-2, axis2=-1), 0.0))
         n = found.active[:, None]
-        df = np.maximum(n - 1.0, 1.0)
+        # As the gate: df from the effective number of instances (`groups.effective_clusters`).
+        df = _effective_df(found.psi, n)
         if layout.sampled:
             df = np.minimum(df, max(design.resamplings - 1, 1))
         cells = counts.sum(axis=-1)
         inst = (counts > 0).sum(axis=-1).astype(np.float64)
-        live = cells > 0
+        # Groups without evidence, as the gate treats them: never rendered, or (a dimension value
+        # in sampled fixed mode) drawn by a single resampling (`GroupEffects.single_draw`).
+        unknown = cells == 0
+        if layout.sampled and not layout.formats:
+            unknown |= (rows[:, :, None] == np.arange(k)).sum(axis=1) < 2
         if threshold == "max_spread":
             a, b = np.triu_indices(k, k=1)
             diff = found.estimates[:, a] - found.estimates[:, b]
             var = cov[:, a, a] + cov[:, b, b] - 2.0 * cov[:, a, b]
             pair_se = np.sqrt(np.maximum(var, 0.0))
             skew = _pair_skew(found.psi, found.active, a, b, var)
-            both = live[:, a] & live[:, b]
+            pair_df = _effective_df(found.psi[:, a] - found.psi[:, b], n)
+            if layout.sampled:
+                pair_df = np.minimum(pair_df, np.minimum(df[:, a], df[:, b]))
+            blind = unknown[:, a] | unknown[:, b]
             if failing:
-                t = _sps.t.ppf(0.5 + level / 2.0, df)
-                breach = (np.abs(diff) - t * pair_se > limit) & both
+                t = _sps.t.ppf(0.5 + level / 2.0, pair_df)
+                breach = (np.abs(diff) - t * pair_se > limit) & ~blind
                 outcome |= breach.any(axis=1)
             else:
-                upper = g.spread_upper(diff, pair_se, skew, df, n, level)
-                outcome &= ((upper <= limit + 1e-12) | ~both).all(axis=1)
+                upper = g.spread_upper(diff, pair_se, skew, pair_df, n, level)
+                outcome &= ((upper <= limit + 1e-12) & ~blind).all(axis=1)
             continue
         skew = g.skewness(found.psi, found.active)
         side = +1 if failing else -1
-        bound = g.level_bound(found.estimates, se, skew, df, n, cells, inst, level, side)
-        bound = np.where(live, bound, np.nan)
+        with np.errstate(invalid="ignore"):
+            bound = g.level_bound(found.estimates, se, skew, df, n, cells, inst, level, side)
+        # No evidence: a lower bound of 0 (pass-on-evidence), an upper bound of 1 (fail-on-).
+        bound = np.where(unknown, 1.0 if failing else 0.0, bound)
         if threshold == "min_median":
             medians.append(bound)
             continue
         if failing:
-            outcome |= np.nan_to_num(bound, nan=1.0).min(axis=1) < limit
+            outcome |= bound.min(axis=1) < limit
         else:
-            outcome &= np.nan_to_num(bound, nan=0.0).min(axis=1) >= limit - 1e-12
+            outcome &= bound.min(axis=1) >= limit - 1e-12
     if threshold == "min_median":
-        median = np.nanmedian(np.concatenate(medians, axis=1), axis=1)
+        median = np.median(np.concatenate(medians, axis=1), axis=1)
         outcome = median < limit if failing else median >= limit - 1e-12
     return float(outcome.mean())
+
+
+def _effective_df(psi: FloatArray, n: FloatArray) -> FloatArray:
+    """The gate's degrees of freedom: effective instances less one, at least 1."""
+    return np.asarray(np.clip(np.minimum(g.effective_clusters(psi), n) - 1.0, 1.0, None),
+                      dtype=np.float64)
 
 
 def _pair_skew(psi: FloatArray, n_active: FloatArray, a: npt.NDArray[np.intp],
