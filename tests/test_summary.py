@@ -144,3 +144,13 @@ def test_fixed_mode_with_few_resamplings_has_no_evidence_about_unseen_values() -
     assert all("never rendered" in c.method for c in checks)
     # No evidence of a breach either: fail-on-evidence keeps them.
     assert all(c.passed for c in reliable_thresholds(spec, summary, "fail-on-evidence"))
+
+
+def test_the_failure_message_says_which_groups_could_be_the_worst() -> None:
+    from pytest_reliable.results import _worst_set
+
+    assert _worst_set("enumerator=number", ["enumerator=number"], 0.95) == (
+        "at 95% no other group could be the worst: enumerator=number is")
+    text = _worst_set("wrapper=({})", ["wrapper=({})", "enumerator=number", "casing=upper"], 0.9)
+    assert text.startswith("at 90% the worst could also be enumerator=number, casing=upper")
+    assert "3 candidates" in text and "not a proven worst" in text
