@@ -390,15 +390,17 @@ def grid_regimes(reps: int, quick: bool) -> list[Regime]:
     return out
 
 
-def print_grid(rows: list[tuple[Regime, dict[tuple[str, str], int]]]) -> list[str]:
+def print_grid(rows: list[tuple[Regime, dict[tuple[str, str], int]]],
+               header: bool = True) -> list[str]:
     alpha = 1 - CONFIDENCE
     missed = []
-    print("\n## B. ranges at the limit (wrong-way rate +- MC error: passes under "
-          "pass-on-evidence, fails under fail-on-evidence; target <= 0.05 + 2 MC SE)")
     heads = [f"{name} {policy.split('-')[0]}" for name in RANGE_THRESHOLDS
              for policy in ("pass-on-evidence", "fail-on-evidence")]
-    print("| regime | reps | " + " | ".join(heads) + " |")
-    print("|" + "---|" * (2 + len(heads)))
+    if header:
+        print("\n## B. ranges at the limit (wrong-way rate +- MC error: passes under "
+              "pass-on-evidence, fails under fail-on-evidence; target <= 0.05 + 2 MC SE)")
+        print("| regime | reps | " + " | ".join(heads) + " |")
+        print("|" + "---|" * (2 + len(heads)), flush=True)
     for regime, wrong in rows:
         cells = []
         for name in RANGE_THRESHOLDS:
@@ -410,7 +412,7 @@ def print_grid(rows: list[tuple[Regime, dict[tuple[str, str], int]]]) -> list[st
                     flag = " !"
                     missed.append(f"{regime.label} {name} {policy}: {rate_:.3f} +- {se:.3f}")
                 cells.append(f"{rate_:.3f} +- {se:.3f}{flag}")
-        print(f"| {regime.label} | {regime.reps} | " + " | ".join(cells) + " |")
+        print(f"| {regime.label} | {regime.reps} | " + " | ".join(cells) + " |", flush=True)
     return missed
 
 
@@ -541,9 +543,11 @@ def run_wrong_value_part(reps: int, workers: int) -> list[str]:
 
 def run_grid_part(reps: int, workers: int, quick: bool) -> list[str]:
     regimes = grid_regimes(reps, quick)
+    missed = print_grid([])  # the header; each row is printed as its regime completes
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        rows = list(zip(regimes, pool.map(run_regime, regimes)))
-    return print_grid(rows)
+        for regime, wrong in zip(regimes, pool.map(run_regime, regimes)):
+            missed += print_grid([(regime, wrong)], header=False)
+    return missed
 
 
 # -- parts E, F, G: the estimator's expectation, the worst set's coverage, the embedded truth --
