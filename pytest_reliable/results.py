@@ -209,7 +209,12 @@ class ReliableReport:
                 f"of the range {_num(self.summary.formats.noise_floor)})"
             )
             confidence = self.summary.confidence
-            lines.append(f"  {_worst_set(worst['key'], worst['candidates'], confidence)}")
+            # The candidates are the range's keys ("wrapper={}."); worst_variant's key is the
+            # group's own ("{}.").
+            ranges = self.summary.formats
+            range_key = next((key for key, group in ranges.groups.items()
+                              if group is ranges.worst), worst["key"])
+            lines.append(f"  {_worst_set(range_key, worst['candidates'], confidence)}")
             prompt = cut_text(worst["prompt"], PROMPT_SHOWN_CHARS)
             lines.append("  its rendered prompt for one instance:")
             lines.extend("    " + line for line in prompt.splitlines())
