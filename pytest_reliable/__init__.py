@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_reliable.data import Dataset
+    from pytest_reliable.checklist.judge_task import JudgeTask
+    from pytest_reliable.judge import Judge
+    from pytest_reliable.models.named import local_model, openai_model
     from pytest_reliable.models.base import ModelResponse, SamplingParams
     from pytest_reliable.models.callables import chat_model, text_model
     from pytest_reliable._plugin_fixture import ReliableFixture
@@ -44,6 +47,10 @@ _LAZY: dict[str, str] = {
     "Grade": "pytest_reliable.tasks",
     "SamplingParams": "pytest_reliable.models.base",
     "ModelResponse": "pytest_reliable.models.base",
+    "Judge": "pytest_reliable.judge",
+    "JudgeTask": "pytest_reliable.checklist.judge_task",
+    "openai_model": "pytest_reliable.models.named",
+    "local_model": "pytest_reliable.models.named",
 }
 
 __all__ = [
@@ -52,6 +59,8 @@ __all__ = [
     "Dataset",
     "Generation",
     "Grade",
+    "Judge",
+    "JudgeTask",
     "ModelResponse",
     "MultipleChoice",
     "ReliableFixture",
@@ -64,7 +73,9 @@ __all__ = [
     "chat_model",
     "directional",
     "invariance",
+    "local_model",
     "mft",
+    "openai_model",
     "reliable",
     "text_model",
 ]

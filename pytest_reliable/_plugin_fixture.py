@@ -110,11 +110,13 @@ class ReliableFixture:
     def _run(self, kind: str, work: Callable[[], _Report]) -> _Report:
         from pytest_reliable.baseline import BaselineUsageError
         from pytest_reliable.errors import ReliableError
+        from pytest_reliable.circular import CircularUsageError
+        from pytest_reliable.judge import JudgeUsageError
 
         try:
             result = work()
         except ReliableError as error:
-            usage = isinstance(error, BaselineUsageError)
+            usage = isinstance(error, BaselineUsageError | JudgeUsageError | CircularUsageError)
             entry: ErrorEntry = {"nodeid": self._item.nodeid, "kind": kind, "verdict": "error",
                                  "message": str(error)}
             if usage:

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from pytest_reliable.errors import ReliableError
+from pytest_reliable.judge import Judge, JudgedItem, Verdict, judge_of
 from pytest_reliable.models.base import AsyncModel, SamplingParams
 from pytest_reliable.prompt import Prompt
 from pytest_reliable.render import render
@@ -90,6 +92,8 @@ class CellResult:
     score: float = 0.0
     parsed: bool = False
     prediction: Any = None
+    votes: tuple[float | None, ...] = ()
+    """A judge's votes behind ``score`` (empty when no judge graded the cell)."""
 
     @property
     def resampling(self) -> int:
@@ -133,6 +137,9 @@ class ScoreMatrix:
     calls_cached: int = 0
     problems: list[str] = field(default_factory=list)
     """Calls that were not run (budget) or failed for good, one line each."""
+    judge_calls: Calls | None = None
+    """A judge's calls (made, cached, problems), counted apart from the model's; None when no
+    judge graded the cells."""
 
     @property
     def n_resamplings(self) -> int:
@@ -165,6 +172,15 @@ class ScoreMatrix:
         )
 
 
+@dataclass(frozen=True)
+class Judging:
+    """The runners a judge grades with: its own model's, and for a pairwise judge the
+    baseline's (run on the same requests as the candidate: same plan, same cache keys)."""
+
+    judge: Runner
+    baseline: Runner | None = None
+
+
 @dataclass
 class Calls:
     """What running some cells cost: calls made, calls served from the cache, and one line per
@@ -173,11 +189,17 @@ class Calls:
     made: int = 0
     cached: int = 0
     problems: list[str] = field(default_factory=list)
+    judge: Calls | None = None
+    """A judge's calls grading the answers, counted apart (None: no judge graded them)."""
 
     def add(self, other: Calls) -> None:
         self.made += other.made
         self.cached += other.cached
         self.problems.extend(other.problems)
+        if other.judge is not None:
+            if self.judge is None:
+                self.judge = Calls()
+            self.judge.add(other.judge)
 
 
 def evaluate(
@@ -186,10 +208,13 @@ def evaluate(
     space: Space,
     settings: EvaluationSettings,
     runner: Runner,
+    judging: Judging | None = None,
 ) -> ScoreMatrix:
-    """Run ``settings.n`` resamplings and the canonical pass of ``dataset`` under ``space``."""
+    """Run ``settings.n`` resamplings and the canonical pass of ``dataset`` under ``space``
+    (``judging``: the runners of the task's judge, when it grades with one)."""
     cells = plan_cells(dataset, task, space, settings)
-    graded, calls = run_cells(cells, [dataset[c.instance] for c in cells], task, runner)
+    graded, calls = run_cells(cells, [dataset[c.instance] for c in cells], task, runner,
+                              judging)
     return _score_matrix(graded, calls, settings, len(dataset))
 
 
@@ -198,11 +223,15 @@ def run_cells(
     examples: Sequence[dict[str, Any]],
     task: Task,
     runner: Runner,
+    judging: Judging | None = None,
 ) -> tuple[list[CellResult], Calls]:
     """The pipeline after planning: run the cells' requests, grade each answer against its
-    example (``examples[j]`` is cell j's record), count the calls."""
+    example (``examples[j]`` is cell j's record), count the calls (a judge's apart, in
+    ``Calls.judge``)."""
     results = runner.run([cell.request for cell in cells])
-    return grade_results(cells, examples, results, task), count_calls(results)
+    calls = count_calls(results)
+    graded = grade_results(cells, examples, results, task, judging, calls)
+    return graded, calls
 
 
 def grade_results(
@@ -210,10 +239,19 @@ def grade_results(
     examples: Sequence[dict[str, Any]],
     results: Sequence[CallResult],
     task: Task,
+    judging: Judging | None = None,
+    calls: Calls | None = None,
 ) -> list[CellResult]:
     """Each cell graded on its call's answer: ``task.grade`` of the text against the example and
     the prompt it answered. A call that did not complete is not graded as a wrong answer: it
-    scores 0, unparsed, and `count_calls` lists it among the problems."""
+    scores 0, unparsed, and `count_calls` lists it among the problems.
+
+    A task graded by a judge (`judge.judge_of`) is graded in a second stage: every answer of
+    the batch is judged in one run of ``judging.judge`` (the judge's own model, same cache and
+    budget; a pairwise judge compares each answer with ``judging.baseline``'s); the judge's calls are added to ``calls.judge``."""
+    judge = judge_of(task)
+    if judge is not None:
+        return _judged(cells, examples, results, task, judge, judging, calls)
     graded = []
     for cell, example, result in zip(cells, examples, results):
         if result.status != "ok" or result.response is None:
@@ -224,6 +262,75 @@ def grade_results(
         graded.append(CellResult(cell, result.status, text, None, float(grade.score),
                                  bool(grade.parsed), grade.prediction))
     return graded
+
+
+def _judged(
+    cells: Sequence[PlannedCell],
+    examples: Sequence[dict[str, Any]],
+    results: Sequence[CallResult],
+    task: Task,
+    judge: Judge,
+    judging: Judging | None,
+    calls: Calls | None,
+) -> list[CellResult]:
+    """The cells graded by ``judge``: an empty answer is unparsed without asking the judge;
+    every other answer gets ``judge.votes`` votes, its score is their mean."""
+    if judging is None:
+        raise ReliableError(f"{task!r} is graded by a judge: give the evaluation its Judging")
+    to_judge: list[int] = []
+    items: list[JudgedItem] = []
+    for j, (example, result) in enumerate(zip(examples, results)):
+        if result.status == "ok" and result.response is not None and result.response.text.strip():
+            to_judge.append(j)
+            items.append(JudgedItem(task.prompt_text(example), tuple(_references(task, example)),
+                                    result.response.text.strip()))
+    runner = judging.judge
+    before = (runner.stats.made, runner.stats.cached)
+    if judge.pairwise:
+        verdicts = dict(zip(to_judge, _pairwise_verdicts(
+            [cells[j] for j in to_judge], items, judge, judging)))
+    else:
+        verdicts = dict(zip(to_judge, judge.grade_all(items, runner)))
+    judge_calls = Calls(runner.stats.made - before[0], runner.stats.cached - before[1],
+                        [p for v in verdicts.values() for p in v.problems])
+    if calls is not None:
+        calls.add(Calls(judge=judge_calls))
+    graded = []
+    for j, (cell, result) in enumerate(zip(cells, results)):
+        if result.status != "ok" or result.response is None:
+            graded.append(CellResult(cell, result.status, error=result.error or result.status))
+        elif j not in verdicts:
+            graded.append(CellResult(cell, result.status, result.response.text))
+        else:
+            verdict = verdicts[j]
+            graded.append(CellResult(cell, result.status, result.response.text, None,
+                                     verdict.score, True, result.response.text.strip(),
+                                     verdict.votes))
+    return graded
+
+
+def _pairwise_verdicts(
+    cells: Sequence[PlannedCell], items: Sequence[JudgedItem], judge: Judge, judging: Judging
+) -> list[Verdict]:
+    """A pairwise judge's verdicts: the baseline answers the same cells (same requests, so the
+    same cache keys on its own model), then the judge compares each pair in both orders. A
+    cell whose baseline call did not complete gets no decision (a tie) and a problem line."""
+    if judging.baseline is None:
+        raise ReliableError("a pairwise Judge compares the candidate with its baseline: give "
+                            "the test a baseline model (baseline=NAME, a reliable_baseline "
+                            "fixture or --reliable-baseline-model)")
+    answers = judging.baseline.run([cell.request for cell in cells])
+    baseline = [a.response.text.strip() if a.status == "ok" and a.response is not None else None
+                for a in answers]
+    verdicts = judge.compare_all(items, baseline, judging.judge)
+    return [v if b is not None else Verdict(v.votes, v.problems + (
+        f"baseline {a.status}: {a.error or a.status}",)) for v, b, a in zip(
+        verdicts, baseline, answers)]
+
+
+def _references(task: Task, example: dict[str, Any]) -> list[str]:
+    references = getattr(task, "references", None)
+    return list(references(example)) if callable(references) else []
 
 
 def count_calls(results: Sequence[CallResult]) -> Calls:
@@ -308,11 +415,14 @@ def grade_cells(
     cells: Sequence[PlannedCell],
     results: Sequence[CallResult],
     settings: EvaluationSettings,
+    judging: Judging | None = None,
 ) -> ScoreMatrix:
     """The score matrix of ``cells`` graded on ``results`` (a call that did not complete scores
     0 and is listed in ``problems``)."""
-    graded = grade_results(cells, [dataset[c.instance] for c in cells], results, task)
-    return _score_matrix(graded, count_calls(results), settings, len(dataset))
+    calls = count_calls(results)
+    graded = grade_results(cells, [dataset[c.instance] for c in cells], results, task,
+                           judging, calls)
+    return _score_matrix(graded, calls, settings, len(dataset))
 
 
 def _score_matrix(
@@ -341,7 +451,9 @@ def _score_matrix(
         cells=cells,
         calls_made=calls.made,
         calls_cached=calls.cached,
-        problems=calls.problems,
+        problems=calls.problems + [f"judge: {p}" for p in (calls.judge.problems if calls.judge
+                                                           else [])],
+        judge_calls=calls.judge,
     )
 
 
@@ -361,8 +473,10 @@ class StagedEvaluation:
         space: Space,
         settings: EvaluationSettings,
         runner: Runner,
+        judging: Judging | None = None,
     ) -> None:
         self.dataset, self.task, self.settings, self.runner = dataset, task, settings, runner
+        self.judging = judging
         self.cells = plan_cells(dataset, task, space, settings)
 
     def run(self, start: int, stop: int, *, canonical: bool) -> ScoreMatrix:
@@ -373,7 +487,7 @@ class StagedEvaluation:
         ]
         results = self.runner.run([c.request for c in chosen])
         matrix = grade_cells(self.dataset, self.task, chosen, results,
-                             replace(self.settings, n=stop))
+                             replace(self.settings, n=stop), self.judging)
         return replace(matrix, scores=matrix.scores[start:], parsed=matrix.parsed[start:])
 
 
@@ -389,7 +503,18 @@ def append_resamplings(head: ScoreMatrix, tail: ScoreMatrix) -> ScoreMatrix:
         calls_made=head.calls_made + tail.calls_made,
         calls_cached=head.calls_cached + tail.calls_cached,
         problems=head.problems + tail.problems,
+        judge_calls=_sum_calls(head.judge_calls, tail.judge_calls),
     )
+
+
+def _sum_calls(a: Calls | None, b: Calls | None) -> Calls | None:
+    if a is None and b is None:
+        return None
+    total = Calls()
+    for part in (a, b):
+        if part is not None:
+            total.add(part)
+    return total
 
 
 class Evaluator:
@@ -408,21 +533,25 @@ class Evaluator:
         settings: EvaluationSettings,
         model: AsyncModel,
         runner_for: Callable[[AsyncModel], Runner],
+        judging_for: Callable[[], Judging] | None = None,
     ) -> None:
         self.dataset, self.task, self.space, self.settings = dataset, task, space, settings
         self.model = model
         self.runner_for = runner_for
+        self.judging_for = judging_for
+        """The runner of the task's judge (on the judge's own model), when it grades with one."""
         self.runners: list[Runner] = []
 
     def run(self, n: int, on: AsyncModel | None = None) -> ScoreMatrix:
         """``n`` resamplings and the canonical pass on ``on`` (default: the model under test)."""
         return evaluate(self.dataset, self.task, self.space, replace(self.settings, n=n),
-                        self._runner(on if on is not None else self.model))
+                        self._runner(on if on is not None else self.model), self._judging())
 
     def staged(self, n: int) -> StagedEvaluation:
         """The model under test's evaluation of ``n`` resamplings, to run a range at a time."""
         return StagedEvaluation(self.dataset, self.task, self.space,
-                                replace(self.settings, n=n), self._runner(self.model))
+                                replace(self.settings, n=n), self._runner(self.model),
+                                self._judging())
 
     def extend(self, head: ScoreMatrix, n: int) -> ScoreMatrix:
         """``head`` (the first resamplings of the plan, with its canonical pass) followed by the
@@ -441,4 +570,8 @@ class Evaluator:
     def _runner(self, on: AsyncModel) -> Runner:
         self.runners.append(self.runner_for(on))
         return self.runners[-1]
+
+    def _judging(self) -> Judging | None:
+        """A fresh runner of the judge (its counts stay apart from the model's prompt tokens)."""
+        return None if self.judging_for is None else self.judging_for()
 

@@ -401,6 +401,12 @@ def reliable_thresholds(
             claims[name] = (limit, _proportion(summary.pass_at_k, summary.pass_at_k_bound))
         elif name == "min_pass_hat_k":
             claims[name] = (limit, _proportion(summary.pass_hat_k, summary.pass_hat_k_bound))
+        elif name == "min_win_rate":  # a pairwise judge's matrix holds the win values
+            claims[name] = (limit, _proportion(summary.mean, summary.mean_bound))
+        elif name == "min_circular" and summary.circular is not None:
+            claims[name] = (limit, _proportion(summary.circular, summary.circular_bound))
+        elif name == "min_maj_at_k" and summary.maj_at_k is not None:
+            claims[name] = (limit, _proportion(summary.maj_at_k, summary.maj_at_k_bound))
         elif name == "min_worst":
             claims[name] = (limit, group_evidence(ranges.minimum, ranges.effects(),
                                                   ranges.grouping, len(ranges.unobserved)))

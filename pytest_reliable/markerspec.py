@@ -65,6 +65,14 @@ class ReliableSpec:
     max_std: float | None = None
     min_pass_at_k: float | None = None
     min_pass_hat_k: float | None = None
+    min_maj_at_k: float | None = None
+    """Majority vote of the canonical pass's k samples (SPEC section 12), ties wrong."""
+    min_win_rate: float | None = None
+    """A pairwise judge's win rate of the candidate over its baseline (SPEC section 12)."""
+    circular: bool = False
+    """Also ask every cyclic shift of each instance's options at the canonical format."""
+    min_circular: float | None = None
+    """The share of instances right under every cyclic shift (needs ``circular=True``)."""
     decide: Policy | None = None
     """One of POLICIES; None = the project default (``--reliable-decide``)."""
     group_by: Grouping | tuple[str, ...] | None = None
@@ -127,6 +135,10 @@ class ReliableArguments(TypedDict, total=False):
     max_std: float | None
     min_pass_at_k: float | None
     min_pass_hat_k: float | None
+    min_maj_at_k: float | None
+    min_win_rate: float | None
+    circular: bool
+    min_circular: float | None
     decide: Policy | None
     group_by: Grouping | list[str] | tuple[str, ...] | None
     """A named grouping, or a list of the space's dimension names (see GROUPABLE_DIMENSIONS)."""
@@ -262,6 +274,11 @@ def parse_reliable(
         raise MarkerArgumentError(marker, "stop_early", values["stop_early"], "allowed: True or False")
     _check_space(marker, values.get("space"), space_exists)
     _check_baseline(marker, values, has_baseline)
+    if "circular" in values and not isinstance(values["circular"], bool):
+        raise MarkerArgumentError(marker, "circular", values["circular"], "allowed: True or False")
+    if values.get("min_circular") is not None and not values.get("circular"):
+        raise MarkerArgumentError(marker, "min_circular", values["min_circular"],
+                                  "it needs circular=True (the cyclic shifts it is decided on)")
     return ReliableSpec(**values)
 
 
@@ -312,6 +329,13 @@ def _check_baseline(marker: str, values: dict[str, Any], has_baseline: bool) -> 
                 "a reliable_baseline fixture, --reliable-baseline-model or "
                 "--reliable-baseline-report",
             )
+    if values.get("min_win_rate") is not None and baseline is None and not has_baseline:
+        raise MarkerArgumentError(
+            marker, "min_win_rate", values["min_win_rate"],
+            "it needs a baseline model for a pairwise Judge and none is configured: give "
+            "baseline='NAME' (or 'local'), a reliable_baseline fixture or "
+            "--reliable-baseline-model",
+        )
 
 
 def parse_checklist(

@@ -58,6 +58,9 @@ WHAT = {
     "max_std": "std over resamplings",
     "min_pass_at_k": "pass@k",
     "min_pass_hat_k": "pass^k",
+    "min_maj_at_k": "maj@k",
+    "min_win_rate": "win rate",
+    "min_circular": "circular score",
     "max_regression": "regression",
 }
 
@@ -121,11 +124,16 @@ class TestPlan:
     grouping: str | None = None
     resolutions: list[Resolution] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    judge_calls: int = 0
+    """A judge's calls (SPEC section 12), counted apart: at most one per answer and vote."""
+    judge_detail: str | None = None
 
     def lines(self) -> list[str]:
         head = f"{self.nodeid} ({self.kind}"
         head += f", {self.decide})" if self.kind == "reliable" else ")"
         out = [head, f"  calls: {self.calls_detail}"]
+        if self.judge_detail:
+            out.append(f"  judge calls: {self.judge_detail}")
         if self.grouping:
             out.append(f"  ranges grouped by {self.grouping}")
         out += [f"  {r.describe(self.decide)}" for r in self.resolutions]
@@ -137,7 +145,8 @@ class TestPlan:
             "nodeid": self.nodeid, "kind": self.kind, "instances": self.instances,
             "calls": self.calls, "calls_detail": self.calls_detail, "decide": self.decide,
             "grouping": self.grouping, "resolutions": [r.as_dict() for r in self.resolutions],
-            "notes": list(self.notes),
+            "notes": list(self.notes), "judge_calls": self.judge_calls,
+            "judge_detail": self.judge_detail,
         }
 
     @classmethod
@@ -158,8 +167,26 @@ def format_plans(plans: Sequence[TestPlan]) -> list[str]:
     total = sum(plan.calls for plan in plans)
     out.append(f"total: {total} model calls planned over {len(plans)} tests (cached answers are "
                "not called again); no model call was made")
+    judged = sum(plan.judge_calls for plan in plans)
+    if judged:
+        out.append(f"judge calls: at most {judged} more, counted apart (one per answer and "
+                   "vote; a repeated answer shares its votes)")
     out.append(f"method: {METHOD}")
     return out
+
+
+def judge_plan(task: Task, answers: int) -> tuple[int, str | None]:
+    """At most how many calls the task's judge makes grading ``answers`` answers, and the
+    text; (0, None) when no judge grades the task. A bad judge is a usage error here too."""
+    from pytest_reliable.judge import judge_of
+
+    judge = judge_of(task)
+    if judge is None:
+        return 0, None
+    judge.check()
+    calls = answers * judge.votes
+    return calls, (f"at most {answers} answers x {judge.votes} votes = {calls} (fewer when "
+                   "answers repeat; judged in a second stage, after the answers)")
 
 
 # -- each threshold's resolvable value (the numbers are stats.power's) -------------------------
@@ -240,7 +267,7 @@ def resolve(name: str, limit: float, design: Design) -> Resolution:
         if design.layout is None:
             return Resolution(name, limit, None, note="the grouping is not known for this space")
         return resolve_range(name, limit, design)
-    if name in ("min_pass_at_k", "min_pass_hat_k"):
+    if name in ("min_pass_at_k", "min_pass_hat_k", "min_maj_at_k", "min_circular"):
         # One 0/1 outcome per instance (any / all of its k samples right).
         return resolve_mean(name, limit, design, lambda p, rho: mean_se(p, n_inst, 1, rho))
     return resolve_mean(name, limit, design, lambda p, rho: mean_se(p, n_inst, n, rho))
@@ -347,6 +374,11 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
             is not None:
         detail += f"; the baseline model: {calls} more (none from a stored baseline report)"
         calls *= 2
+    if getattr(spec, "circular", False):
+        shifts = sum(len(task.options(example) or ()) for example in dataset)
+        detail += (f"; circular=True: {shifts} cyclic shifts (the {instances} unshifted ones "
+                   "are the canonical prompts, cached at temperature 0)")
+        calls += shifts
     n_options = dataset_option_count(dataset)
     design, grouping = plan_design(spec, space, instances, n, n_options, decide)
     if spec.k > 1 and (spec.temperature or 0.0) == 0.0 and \
@@ -358,8 +390,10 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
     if grouping is not None and grouping.smallest_cells < getattr(spec, "min_cells", 20):
         notes.append(f"groups of about {grouping.smallest_cells:.0f} cells: thin "
                      f"(min_cells={spec.min_cells})")
+    judge_calls, judge_detail = judge_plan(task, calls)
     return TestPlan(nodeid, "reliable", instances, calls, detail, decide,
-                    grouping.label if grouping else None, resolutions, notes)
+                    grouping.label if grouping else None, resolutions, notes,
+                    judge_calls, judge_detail)
 
 
 def _resamplings(n: int) -> str:
@@ -401,4 +435,6 @@ def plan_checklist(session: ReliableSession, nodeid: str, data: Records, task: T
         calls = instances * (1 + per)
         detail = (f"{instances} examples + their perturbed copies: at most {calls} "
                   f"({per} perturbation{'s' if per != 1 else ''}; some may not apply)")
-    return TestPlan(nodeid, spec.kind, instances, calls, detail)
+    judge_calls, judge_detail = judge_plan(task, calls)
+    return TestPlan(nodeid, spec.kind, instances, calls, detail,
+                    judge_calls=judge_calls, judge_detail=judge_detail)

@@ -18,6 +18,9 @@ from pytest_reliable.report.entries import (
     CallsEntry,
     CanonicalEntry,
     ChecklistEntry,
+    CircularEntry,
+    JudgeEntry,
+    PairwiseEntry,
     RangeEntry,
     ReliableEntry,
     SummaryFields,
@@ -35,7 +38,8 @@ RANGE_THRESHOLDS = ("min_worst", "max_spread", "min_median")
 STATISTICS = (
     "mean", "std", "canonical", "formats", "orders", "dimensions", "pass_at_1", "pass_at_k",
     "pass_hat_k", "n_star", "n_star_reliable", "achievable_eps", "n_star_curve",
-    "resampling_scores", "per_instance", "baseline",
+    "resampling_scores", "per_instance", "baseline", "judge", "maj_at_k", "pairwise",
+    "circular",
 )
 """Entry fields that are nulled when the test's calls did not all complete (verdict error)."""
 
@@ -86,6 +90,12 @@ class ReliableReport:
     dataset_hash: str | None = None
     baseline: BaselineComparison | None = None
     """Candidate - baseline (SPEC section 9) when the test compares against a baseline."""
+    judge: JudgeEntry | None = None
+    """The judge's votes and noise (SPEC section 12) when a judge graded the answers."""
+    pairwise: PairwiseEntry | None = None
+    """A pairwise judge's comparison with the baseline (SPEC section 12)."""
+    circular: CircularEntry | None = None
+    """With ``circular=True``: the share of instances right under every cyclic shift."""
     fields: SummaryFields = field(init=False)
 
     def __post_init__(self) -> None:
@@ -132,6 +142,11 @@ class ReliableReport:
     @property
     def pass_hat_k(self) -> float:
         return self.fields["pass_hat_k"]
+
+    @property
+    def maj_at_k(self) -> float | None:
+        """Majority vote of the canonical pass's k samples (ties wrong); SPEC section 12."""
+        return self.summary.maj_at_k
 
     @property
     def k(self) -> int:
@@ -233,6 +248,15 @@ class ReliableReport:
             )
         if self.decide == "estimate" and self.thresholds:
             notes.append("decide='estimate': thresholds compare point estimates, no error control")
+        if self.judge is not None:
+            judge = self.judge
+            notes.append(
+                f"graded by judge {judge['id']}: {judge['votes']} votes per answer, agreement "
+                f"{_num(judge['agreement'])}, judge variance share "
+                f"{_num(judge['judge_variance_share'])}, {judge['unparsed_votes']} unparsed "
+                f"votes, judge calls {judge['calls']['made']} made / "
+                f"{judge['calls']['cached']} cached"
+            )
         return notes
 
     def entry(self, verdict: str) -> ReliableEntry:
@@ -266,6 +290,10 @@ class ReliableReport:
             "resampling_scores": [float(s) for s in self.matrix.resampling_scores()],
             "per_instance": per_instance(self.matrix),
             "baseline": None if self.baseline is None else self.baseline.as_dict(),
+            "judge": self.judge,
+            "pairwise": self.pairwise,
+            "maj_at_k": self.summary.maj_at_k,
+            "circular": self.circular,
         }
         if verdict == "error":
             # Not every call completed: no statistics (a missing answer is not a wrong one).

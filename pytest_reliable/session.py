@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_reliable.baseline import (
@@ -21,12 +21,14 @@ from pytest_reliable.baseline import (
     choose_baseline,
     compare,
 )
+from pytest_reliable.circular import check_circular, circular_entry, run_circular
 from pytest_reliable.data import Dataset, Records
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluation import (
     Calls,
     EvaluationSettings,
     Evaluator,
+    Judging,
     ScoreMatrix,
     greedy_cells,
     run_cells,
@@ -36,8 +38,16 @@ from pytest_reliable.gate import (
     ThresholdCheck,
     reliable_thresholds,
 )
+from pytest_reliable.judge import (
+    Judge,
+    JudgeUsageError,
+    judge_entry,
+    judge_of,
+    pairwise_entry,
+)
 from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
 from pytest_reliable.models.base import AsyncModel
+from pytest_reliable.models.named import NamedModel
 from pytest_reliable.nstar_store import NStarEntries, NStarKey, NStarStore
 from pytest_reliable.results import ChecklistReport, ReliableReport
 from pytest_reliable.run_strategies import AutoN, FixedN, GateRun, RunStrategy, StopEarly
@@ -51,7 +61,13 @@ from pytest_reliable.sampling import derive_seed
 from pytest_reliable.settings import Settings
 from pytest_reliable.space import Space
 from pytest_reliable.store import Store, StoreConfig, open_store
-from pytest_reliable.summary import RangeSummary, Summary, check_scores, summarize
+from pytest_reliable.summary import (
+    RangeSummary,
+    Summary,
+    check_scores,
+    summarize,
+    with_majority_at_k,
+)
 from pytest_reliable.tasks import Task
 
 log = logging.getLogger("pytest_reliable.session")
@@ -157,13 +173,17 @@ class ReliableSession:
             self._cache = None
 
     # -- models ----------------------------------------------------------------------------
-    def model_named(self, name: str | None, base_url: str | None = None) -> AsyncModel:
+    def model_named(self, name: str | None, base_url: str | None = None,
+                    api_key_env: str | None = None) -> AsyncModel:
         """``None``/"local" = the embedded model; any other name = the OpenAI-compatible adapter
-        (at ``base_url``, default ``--reliable-base-url``)."""
+        (at ``base_url``, default ``--reliable-base-url``; key from ``api_key_env``, default
+        ``--reliable-api-key-env``)."""
         url = base_url or self.settings.base_url
         key = name or LOCAL_MODEL
         if key != LOCAL_MODEL and url != self.settings.base_url:
             key = f"{key} at {url}"
+        if key != LOCAL_MODEL and api_key_env not in (None, self.settings.api_key_env):
+            key = f"{key} with ${api_key_env}"
         if key not in self._models:
             if key == LOCAL_MODEL:
                 from pytest_reliable.models.local import LocalModelServer
@@ -176,7 +196,7 @@ class ReliableSession:
                 from pytest_reliable.models.openai_compat import OpenAICompatibleModel
 
                 self._models[key] = OpenAICompatibleModel(
-                    name or LOCAL_MODEL, url, api_key_env=self.settings.api_key_env
+                    name or LOCAL_MODEL, url, api_key_env=api_key_env or self.settings.api_key_env
                 )
         return self._models[key]
 
@@ -187,6 +207,8 @@ class ReliableSession:
     def resolve_model(self, user_model: Any) -> AsyncModel:
         if user_model is None:
             return self.default_model()
+        if isinstance(user_model, NamedModel):  # openai_model(...), local_model()
+            return self.model_named(user_model.name, user_model.base_url, user_model.api_key_env)
         from pytest_reliable.models.callables import as_async_model
 
         return as_async_model(user_model)
@@ -240,9 +262,21 @@ class ReliableSession:
         """Choose the test's run strategy, run it, summarize, compare with the baseline, gate,
         report."""
         test = self.reliable_test(nodeid, data, task, spec, user_model)
-        pairing = self.baseline_for(test, user_baseline)
+        if spec.circular:
+            check_circular(test.dataset, task)
+        judge, judge_model = judge_of(task), self.judge_model(task)
+        pairing = self.baseline_for(test, user_baseline,
+                                    pairwise=judge is not None and judge.pairwise)
+        against = self.pairwise_baseline(test, judge, pairing)
+
+        def judging() -> Judging:
+            assert judge_model is not None
+            return Judging(self.runner(judge_model, nodeid),
+                           None if against is None else self.runner(against, nodeid))
+
         evaluator = Evaluator(test.dataset, task, test.space, test.evaluation(), test.model,
-                              lambda on: self.runner(on, nodeid))
+                              lambda on: self.runner(on, nodeid),
+                              None if judge_model is None else judging)
         ran = self.strategy_for(test).run(evaluator)
         check_scores(ran.matrix, task, test.dataset)
         summary = summarize(
@@ -251,13 +285,76 @@ class ReliableSession:
             group_by=spec.grouping(), order_group_by=spec.order_group_by, n_star=ran.n_star,
             n_star_curve=ran.n_star_curve,
         )
-        comparison = None if pairing is None else self.compare_with_baseline(
-            test, pairing, ran.matrix, lambda on: evaluator.run(ran.matrix.n_resamplings, on),
-            summary.formats,
-        )
+        summary = with_majority_at_k(summary, ran.matrix)
+        circular = None
+        if spec.circular:
+            circular = run_circular(test.dataset, task, test.space, spec.max_tokens, nodeid,
+                                    self.runner(test.model, nodeid))
+            summary = replace(summary, circular=circular.score, circular_bound=circular.bound)
+        # A pairwise judge's matrix is the comparison itself (win values), not the candidate's.
+        comparison = None if pairing is None or against is not None else (
+            self.compare_with_baseline(
+                test, pairing, ran.matrix, lambda on: evaluator.run(ran.matrix.n_resamplings, on),
+                summary.formats,
+            ))
         thresholds = _gate(test, summary, comparison)
-        return _reliable_report(test, ran, summary, thresholds, comparison,
-                                evaluator.prompt_tokens())
+        report = _reliable_report(test, ran, summary, thresholds, comparison,
+                                  evaluator.prompt_tokens())
+        if judge is not None and judge_model is not None:
+            calls = ran.matrix.judge_calls or Calls()
+            report.judge = judge_entry(judge, judge_model.identity, ran.matrix.cells,
+                                       calls.made, calls.cached)
+        if circular is not None:
+            report.circular = circular_entry(circular, spec.confidence)
+            report.problems += [f"circular: {p}" for p in circular.calls.problems]
+        if against is not None and judge is not None and summary.mean_bound is not None:
+            low, high = summary.mean_bound.interval(spec.confidence)
+            report.pairwise = pairwise_entry(judge, ran.matrix.resampling_cells(), summary.mean,
+                                             low, high)
+        return report
+
+    def pairwise_baseline(self, test: ReliableTest, judge: Judge | None,
+                          pairing: BaselineChoice | None) -> AsyncModel | None:
+        """The baseline model a pairwise judge compares the candidate with (None without a
+        pairwise judge); a pairwise judge without a baseline model, or ``min_win_rate`` without
+        a pairwise judge, is a usage error."""
+        spec = test.spec
+        if judge is None or not judge.pairwise:
+            if spec.min_win_rate is not None:
+                raise JudgeUsageError(
+                    f"min_win_rate={spec.min_win_rate!r} needs a pairwise judge: grade with "
+                    "Generation(grader=Judge(..., pairwise=True)) and give a baseline model")
+            return None
+        if pairing is None or pairing.kind == "report":
+            raise JudgeUsageError(
+                "a pairwise Judge compares the candidate's answers with a baseline model's: "
+                "give baseline='NAME' (or 'local') or a reliable_baseline fixture (a stored "
+                "baseline report holds no answers)")
+        if spec.max_regression is not None:
+            raise JudgeUsageError(
+                "max_regression compares two models' own scores; a pairwise Judge gives one "
+                "win rate: use min_win_rate= with a pairwise judge")
+        return self.baseline_model(pairing)
+
+    def baseline_model(self, choice: BaselineChoice) -> AsyncModel:
+        if choice.kind == "fixture":
+            return self.resolve_model(choice.obj)
+        assert choice.name is not None
+        return self.model_named(choice.name, self.settings.baseline_base_url)
+
+    def judge_model(self, task: Task) -> AsyncModel | None:
+        """The model of the task's judge (its ``id`` as identity when given), checked; None
+        when the task grades without a judge."""
+        judge = judge_of(task)
+        if judge is None:
+            return None
+        judge.check()
+        model = self.resolve_model(judge.model)
+        if judge.id is not None:
+            from pytest_reliable.models.callables import as_async_model
+
+            model = as_async_model(model, id=judge.id)
+        return model
 
     def reliable_test(
         self, nodeid: str, data: Records, task: Task, spec: ReliableSpec, user_model: Any = None
@@ -266,6 +363,8 @@ class ReliableSession:
         model, seed and policy) before any call."""
         dataset = self.dataset(data)
         task.validate(dataset)
+        if (judge := judge_of(task)) is not None:
+            judge.check()
         return ReliableTest(
             nodeid=nodeid, spec=spec, dataset=dataset, task=task, space=self.space(spec.space),
             model=self.resolve_model(user_model), seed=derive_seed(self.settings.seed, nodeid),
@@ -306,11 +405,13 @@ class ReliableSession:
             self._stored_baseline = StoredBaseline.load(self.settings.baseline_report)
         return self._stored_baseline
 
-    def baseline_for(self, test: ReliableTest, user_baseline: Any) -> BaselineChoice | None:
+    def baseline_for(self, test: ReliableTest, user_baseline: Any,
+                     pairwise: bool = False) -> BaselineChoice | None:
         """What the test compares against (None: it does not compare); a stored report is
         checked here, before any call."""
         spec = test.spec
-        if spec.baseline is None and spec.max_regression is None:
+        if not pairwise and spec.baseline is None and spec.max_regression is None and \
+                spec.min_win_rate is None:
             return None
         choice = choose_baseline(spec.baseline, user_baseline, self.settings.baseline_model,
                                  self.stored_baseline, test.nodeid)
@@ -364,12 +465,15 @@ class ReliableSession:
         task.validate(dataset)
         model = self.resolve_model(user_model)
         runner = self.runner(model, nodeid)
+        judge_model = self.judge_model(task)
+        judge_runner = None if judge_model is None else self.runner(judge_model, nodeid)
         space = self.space(spec.space) if spec.space is not None else Space.plain()
         calls = Calls()
 
         def predict(examples: Sequence[dict[str, Any]]) -> list[checklist.Prediction]:
             cells = greedy_cells(examples, task, space, spec.max_tokens)
-            graded, ran = run_cells(cells, examples, task, runner)
+            graded, ran = run_cells(cells, examples, task, runner,
+                                    None if judge_runner is None else Judging(judge_runner))
             calls.add(ran)
             return [checklist.Prediction(c.prediction, c.parsed, c.text or "") for c in graded]
 

@@ -40,9 +40,10 @@ from pytest_reliable import stats
 from pytest_reliable.evaluation import ScoreMatrix, StagedEvaluation, append_resamplings
 from pytest_reliable.vocabulary import is_policy
 
-RESAMPLING_MEAN = frozenset({"min_score"})
+RESAMPLING_MEAN = frozenset({"min_score", "min_win_rate"})
 """Thresholds on the mean over resamplings: covered by the confidence sequence."""
-CANONICAL_ONLY = frozenset({"min_lower_ci", "min_pass_at_k", "min_pass_hat_k"})
+CANONICAL_ONLY = frozenset({"min_lower_ci", "min_pass_at_k", "min_pass_hat_k", "min_maj_at_k",
+                            "min_circular"})
 """Thresholds of the canonical pass only: more resamplings never change them."""
 
 

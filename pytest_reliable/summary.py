@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -444,6 +444,12 @@ class Summary:
     n_star_curve: NStarCurveEntry | None = None
     """The curves ``n_star`` was read from (the report's ``n_star_curve``: the HTML page draws
     them)."""
+    maj_at_k: float | None = None
+    """Majority vote of the canonical pass's k samples (`with_majority_at_k`)."""
+    maj_at_k_bound: stats.ProportionBound | None = None
+    circular: float | None = None
+    """The share of instances right under every cyclic shift (`circular.py`), when asked."""
+    circular_bound: stats.ProportionBound | None = None
 
     def fields(self) -> SummaryFields:
         """The report fields of SPEC section 8 that come from the score matrix."""
@@ -572,3 +578,46 @@ def summarize(
         pass_hat_k_bound=stats.clustered_mean(hat_k_each),
         n_star_curve=n_star_curve,
     )
+
+
+# -- self-consistency (SPEC section 12) ----------------------------------------------------------
+def majority_at_k(matrix: ScoreMatrix) -> tuple[np.ndarray, stats.ProportionBound]:
+    """maj@k per instance and its bound: the majority prediction of the instance's k canonical
+    samples, scored as its cells were (a tie for the most votes, or an unparsed majority, is
+    wrong). The bound is Wilson's when every instance's value is 0 or 1 (one independent 0/1
+    outcome per instance), else the clustered bound of the per-instance mean."""
+    k, n_instances = matrix.canonical_scores.shape
+    samples: list[list[Any]] = [[] for _ in range(n_instances)]
+    for cell in matrix.canonical_cells():
+        samples[cell.instance].append(cell)
+    values = np.zeros(n_instances)
+    for i, cells in enumerate(samples):
+        votes: dict[Any, list[float]] = {}
+        for cell in cells:
+            if cell.parsed:
+                votes.setdefault(_vote_key(cell.prediction), []).append(float(cell.score))
+        unparsed = len(cells) - sum(len(v) for v in votes.values())
+        counts = sorted((len(v) for v in votes.values()), reverse=True)
+        if not counts or (len(counts) > 1 and counts[0] == counts[1]) or counts[0] <= unparsed:
+            continue  # no answer, a tie, or as many unparsed samples: wrong
+        top = max(votes.values(), key=len)
+        values[i] = float(np.mean(top))
+    if np.isin(values, (0.0, 1.0)).all():
+        bound: stats.ProportionBound = stats.wilson_bound(int(values.sum()), n_instances)
+    else:
+        bound = stats.clustered_mean(values)
+    return values, bound
+
+
+def _vote_key(prediction: Any) -> Any:
+    try:
+        hash(prediction)
+    except TypeError:
+        return repr(prediction)
+    return prediction
+
+
+def with_majority_at_k(summary: Summary, matrix: ScoreMatrix) -> Summary:
+    """``summary`` with maj@k of ``matrix``'s canonical pass (SPEC section 12)."""
+    values, bound = majority_at_k(matrix)
+    return replace(summary, maj_at_k=float(values.mean()), maj_at_k_bound=bound)

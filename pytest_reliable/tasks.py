@@ -27,11 +27,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pytest_reliable.errors import DatasetError
+from pytest_reliable.errors import DatasetError, ReliableError
 from pytest_reliable.prompt import Prompt
 
 if TYPE_CHECKING:
     from pytest_reliable.data import Dataset
+    from pytest_reliable.judge import Judge
 
 Example = Mapping[str, Any]
 
@@ -51,6 +52,9 @@ class Grade:
     score: float
     parsed: bool
     prediction: Any
+    votes: tuple[float | None, ...] = ()
+    """A judge's votes behind ``score`` (None: a vote the reply did not yield); empty when no
+    judge graded the answer."""
 
 
 class Task(Protocol):
@@ -493,27 +497,35 @@ class Generation:
 
     ``grader``: ``"exact"`` (stripped equality), ``"normalized"`` (equality after
     `normalize_text`, of the whole answer or of what follows an ``Answer:`` prefix), ``"regex"``
-    (each reference is a pattern searched in the answer), or a callable
+    (each reference is a pattern searched in the answer), a callable
     ``(answer, example) -> bool | number``: a bool scores 1/0 with the answer text as prediction;
     a number is both the score and the prediction (what ``increase``/``decrease`` DIR tests
-    compare). An empty answer, or a callable that raises, is unparsed.
+    compare), or a `pytest_reliable.Judge` (SPEC section 12): a grader that asks a model, so the
+    evaluation grades its answers in a second stage, in one batch through the runner (the grader
+    hook is ``judge``). An empty answer, or a callable that raises, is unparsed.
     """
 
     kind = "generation"
     default_instruction = "Answer the question."
 
-    def __init__(self, grader: str | GraderFn = "normalized",
+    def __init__(self, grader: str | GraderFn | Judge = "normalized",
                  instruction: str | None = None) -> None:
-        if isinstance(grader, str) and grader not in ("exact", "normalized", "regex"):
+        self.judge: Judge | None = None
+        """The grader when it is a judge: `evaluation.grade_results` asks it, a batch at a time."""
+        if hasattr(grader, "grade_all"):  # a Judge; duck-typed so tasks.py stays import-light
+            self.judge = grader  # type: ignore[assignment]
+        elif isinstance(grader, str) and grader not in ("exact", "normalized", "regex"):
             raise ValueError(f"unknown grader {grader!r}: use exact, normalized, regex or a "
                              "callable")
-        if not isinstance(grader, str) and not callable(grader):
-            raise TypeError("grader must be exact, normalized, regex or a callable")
+        elif not isinstance(grader, str) and not callable(grader):
+            raise TypeError("grader must be exact, normalized, regex, a callable or a Judge")
         self.grader = grader
         if instruction is not None:
             self.default_instruction = instruction
 
     def __repr__(self) -> str:
+        if self.judge is not None:
+            return f"Generation(grader={self.judge!r})"
         name = self.grader if isinstance(self.grader, str) else getattr(
             self.grader, "__name__", "callable")
         return f"Generation(grader={name!r})"
@@ -531,10 +543,12 @@ class Generation:
         if "references" in example:
             refs = example["references"]
             return [str(r) for r in (refs if isinstance(refs, list | tuple) else [refs])]
-        return [str(example["reference"])]
+        if "reference" in example:
+            return [str(example["reference"])]
+        return []  # a judged record may have no reference
 
     def demo_answer(self, example: Example) -> str:
-        return self.references(example)[0]
+        return (self.references(example) or [""])[0]
 
     def render_plain(self, example: Example) -> None:
         return None
@@ -544,6 +558,10 @@ class Generation:
             return Grade(0.0, False, None)
         answer = text.strip()
         grader = self.grader
+        if self.judge is not None:
+            raise ReliableError(f"{self!r}: a Judge grades answers through the runner, a batch "
+                                "at a time: use reliable.evaluate (or evaluation.grade_results "
+                                "with a judge runner), not task.grade")
         if callable(grader):
             try:
                 value = grader(answer, example)
@@ -580,7 +598,7 @@ class Generation:
             dataset, ("question",),
             "Generation records need question and reference (or references)",
         ):
-            if "reference" not in record and "references" not in record:
+            if "reference" not in record and "references" not in record and self.judge is None:
                 raise DatasetError(f"{where}: field 'reference' is missing (or give "
                                    "'references', a list)")
             if self.grader == "regex":

@@ -43,7 +43,8 @@ Direction = Literal["min", "max"]
 """``min``: the value must be >= the limit; ``max``: <= the limit."""
 ReliableThreshold = Literal[
     "min_score", "min_lower_ci", "min_median", "min_worst", "max_spread", "max_std",
-    "min_pass_at_k", "min_pass_hat_k",
+    "min_pass_at_k", "min_pass_hat_k", "min_maj_at_k", "min_win_rate",
+    "min_circular",
 ]
 RELIABLE_THRESHOLDS: dict[ReliableThreshold, Direction] = {
     "min_score": "min",
@@ -54,6 +55,9 @@ RELIABLE_THRESHOLDS: dict[ReliableThreshold, Direction] = {
     "max_std": "max",
     "min_pass_at_k": "min",
     "min_pass_hat_k": "min",
+    "min_maj_at_k": "min",
+    "min_win_rate": "min",
+    "min_circular": "min",
 }
 """``@reliable``'s thresholds on its own evaluation, in report order; each limit lies in [0, 1]."""
 MAX_REGRESSION: Final = "max_regression"

@@ -21,6 +21,11 @@ from pytest_reliable.checklist.invariance import (
     typos,
     whitespace,
 )
+from pytest_reliable.checklist.judge_task import (
+    answer_position,
+    answer_whitespace,
+    rubric_paraphrase,
+)
 from pytest_reliable.checklist.result import Example, Perturbation, PerturbFn
 
 INV_PERTURBATIONS: dict[str, PerturbFn] = {
@@ -34,6 +39,9 @@ INV_PERTURBATIONS: dict[str, PerturbFn] = {
     "casing": casing,
     "contractions": contractions,
     "neutral_phrase": neutral_phrase,
+    "rubric_paraphrase": rubric_paraphrase,  # a judge's examples (JudgeTask)
+    "answer_whitespace": answer_whitespace,
+    "answer_position": answer_position,
 }
 DIR_PERTURBATIONS: dict[str, PerturbFn] = {"negation": negation, "intensify": intensify}
 _ALLOWED: dict[str, dict[str, PerturbFn]] = {

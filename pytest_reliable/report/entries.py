@@ -111,6 +111,61 @@ class CallsEntry(_CallsRequired, total=False):
     prompt_tokens_evaluated: int
 
 
+class JudgeCallsEntry(TypedDict):
+    """The judge's calls, counted apart from the model's."""
+
+    made: int
+    cached: int
+
+
+class JudgeEntry(TypedDict):
+    """A judge's votes and noise (SPEC section 12), over the cells it judged."""
+
+    id: str
+    votes: int
+    """Votes per cell."""
+    scale: str
+    rubric_hash: str
+    cells: int
+    """Judged cells (answers that came back, not empty)."""
+    unparsed_votes: int
+    agreement: float | None
+    """Share of judged cells whose votes all agree."""
+    judge_variance_share: float | None
+    """Share of the cells' score variance that lies between votes of one answer (null with one
+    vote or fewer than 2 cells)."""
+    calls: JudgeCallsEntry
+
+
+class CircularEntry(TypedDict):
+    """The share of instances right under every cyclic shift of their options (SPEC 12)."""
+
+    score: float
+    low: float
+    high: float
+    instances: int
+    calls: JudgeCallsEntry
+    """The circular cells' calls (the shift by 0 is the canonical prompt: usually cached)."""
+
+
+class WinRateEntry(TypedDict):
+    estimate: float
+    low: float
+    high: float
+
+
+class PairwiseEntry(TypedDict):
+    """A pairwise judge's comparison of the candidate with its baseline (SPEC section 12)."""
+
+    win: int
+    tie: int
+    loss: int
+    win_rate: WinRateEntry
+    """Win 1, tie 0.5, loss 0 per cell: the mean with its clustered interval."""
+    position_bias: float | None
+    """How often the judge picked the answer shown first, minus 0.5."""
+
+
 class WorstVariantEntry(TypedDict):
     """The worst group of the format range, with one rendered prompt and the model's answer."""
 
@@ -204,6 +259,14 @@ class ReliableEntry(TypedDict):
     resampling_scores: list[float] | None
     per_instance: list[InstanceEntry] | None
     baseline: dict[str, Any] | None
+    judge: JudgeEntry | None
+    """The judge's votes and noise when a `Judge` graded the answers (SPEC section 12)."""
+    pairwise: PairwiseEntry | None
+    """A pairwise judge's candidate-vs-baseline comparison (SPEC section 12)."""
+    maj_at_k: float | None
+    """Majority vote of the canonical pass's k samples, ties wrong (SPEC section 12)."""
+    circular: CircularEntry | None
+    """With ``circular=True``: the share of instances right under every cyclic shift."""
 
 
 class FailureEntry(TypedDict):

@@ -101,6 +101,17 @@ def baseline_cell(entry: Mapping[str, Any]) -> str:
 
 
 
+WIN_RATE_COLUMN = "win rate [CI]"
+
+
+def win_rate_cell(entry: Mapping[str, Any]) -> str:
+    """A pairwise judge's win rate of the candidate over its baseline (SPEC section 12)."""
+    win_rate = get(entry, "pairwise", "win_rate")
+    if not isinstance(win_rate, dict) or win_rate.get("estimate") is None:
+        return MISSING
+    return interval_cell(win_rate["estimate"], win_rate.get("low"), win_rate.get("high"))
+
+
 def _canonical_cell(entry: Mapping[str, Any], level_shown: bool = False) -> str:
     cell = interval_cell(get(entry, "canonical", "score"), get(entry, "canonical", "wilson_low"),
                          get(entry, "canonical", "wilson_high"))
@@ -128,6 +139,9 @@ def reliable_columns(entries: Sequence[Mapping[str, Any]],
     if any(entry.get("baseline") for entry in entries):
         # The candidate - baseline column, before the verdict, only when some test compares.
         chosen.insert(len(chosen) - 1, Column(BASELINE_COLUMN, baseline_cell, keep=True))
+    if any(entry.get("pairwise") for entry in entries):
+        # A pairwise judge's win rate, before the verdict, only when some test has one.
+        chosen.insert(len(chosen) - 1, Column(WIN_RATE_COLUMN, win_rate_cell, keep=True))
     return chosen
 
 

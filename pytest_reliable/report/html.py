@@ -564,8 +564,12 @@ def reliable_facts(entry: Mapping[str, Any]) -> str:
          + _interval(canonical.get("wilson_low"), canonical.get("wilson_high"))
          + (f" ({_text(method, 60)})" if method else " (Wilson 95%)"
             if _is_num(canonical.get("wilson_low")) else "")),
-        ("pass@1 / pass@k / pass^k", " / ".join(_num(entry.get(k)) for k in (
-            "pass_at_1", "pass_at_k", "pass_hat_k")) + f" (k = {_int(entry.get('k'))})"),
+        ("pass@1 / pass@k / pass^k / maj@k", " / ".join(_num(entry.get(k)) for k in (
+            "pass_at_1", "pass_at_k", "pass_hat_k", "maj_at_k")) + f" (k = {_int(entry.get('k'))})"),
+        *([("circular (right under every shift)", _num(_mapping(entry.get("circular")).get(
+            "score")) + _interval(_mapping(entry.get("circular")).get("low"),
+                                  _mapping(entry.get("circular")).get("high")))]
+          if entry.get("circular") else []),
         ("policy", _word(entry.get("decide"))),
         ("calls made / cached", f"{_int(calls.get('made'))} / {_int(calls.get('cached'))}"),
         ("unparsed answers", _int(entry.get("unparsed"))),
@@ -577,9 +581,42 @@ def reliable_facts(entry: Mapping[str, Any]) -> str:
     ])
 
 
+def judge_section(entry: Mapping[str, Any]) -> str:
+    """The judge's votes and noise (SPEC section 12), when a judge graded the answers."""
+    judge = _mapping(entry.get("judge"))
+    if not judge:
+        return ""
+    calls = _mapping(judge.get("calls"))
+    return "<h3>Judge</h3>" + _facts([
+        ("judge", _word(judge.get("id"))),
+        ("votes per answer / scale", f"{_int(judge.get('votes'))} / {_word(judge.get('scale'))}"),
+        ("agreement (cells whose votes all agree)", _num(judge.get("agreement"))),
+        ("judge variance share", _num(judge.get("judge_variance_share"))),
+        ("unparsed votes", _int(judge.get("unparsed_votes"))),
+        ("judge calls made / cached", f"{_int(calls.get('made'))} / {_int(calls.get('cached'))}"),
+    ])
+
+
+def pairwise_section(entry: Mapping[str, Any]) -> str:
+    """A pairwise judge's comparison of the candidate with its baseline (SPEC section 12)."""
+    pairwise = _mapping(entry.get("pairwise"))
+    if not pairwise:
+        return ""
+    win_rate = _mapping(pairwise.get("win_rate"))
+    return "<h3>Pairwise against the baseline</h3>" + _facts([
+        ("win / tie / loss (cells)", " / ".join(_int(pairwise.get(k))
+                                                for k in ("win", "tie", "loss"))),
+        ("win rate", _num(win_rate.get("estimate"))
+         + _interval(win_rate.get("low"), win_rate.get("high"))),
+        ("position bias (picked first - 0.5)", _num(pairwise.get("position_bias"))),
+    ])
+
+
 def reliable_body(entry: Mapping[str, Any]) -> str:
     return "".join([
         reliable_facts(entry),
+        judge_section(entry),
+        pairwise_section(entry),
         "<h3>Thresholds</h3>", thresholds_table(entry),
         distributions_section(entry),
         groups_section("Formats", entry.get("formats")),

@@ -64,3 +64,37 @@ def test_gate_against_the_embedded_model(pytester: pytest.Pytester) -> None:
     _, replay = run_json(pytester, name="replay.json")
     again = by_test(replay)["test_sentiment"]
     assert again["calls"]["made"] == 0 and again["mean"] == entry["mean"]
+
+
+JUDGED = '''
+import pytest
+from pytest_reliable import Dataset, Generation, Judge, local_model
+
+DATA = Dataset.from_records([
+    {"question": "What is the capital of France?", "reference": "Paris"},
+    {"question": "How many legs does a spider have?", "reference": "eight"},
+    {"question": "What colour is the sky on a clear day?", "reference": "blue"},
+])
+JUDGE = Judge(local_model(), "The answer gives the same fact as the reference answer.", votes=2)
+
+
+@pytest.mark.reliable(n=1, decide="estimate", min_score=0.0)
+def test_judged(reliable):
+    report = reliable.evaluate(DATA, Generation(grader=JUDGE))
+    assert all(len(cell.votes) == 2 for cell in report.matrix.cells if cell.text)
+'''
+
+
+def test_a_judge_on_the_embedded_model_grades_and_reports_its_noise(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_e2e=JUDGED)
+    result, report = run_json(pytester)
+    result.assert_outcomes(passed=1)
+    entry = by_test(report)["test_judged"]
+    judge = entry["judge"]
+    assert judge["id"].startswith("local:SmolLM2-135M-Instruct") and judge["votes"] == 2
+    assert judge["calls"]["made"] > 0 and 0 < judge["cells"] <= 6
+    assert 0.0 <= judge["agreement"] <= 1.0 and 0 <= judge["unparsed_votes"] <= 2 * judge["cells"]
+    assert 0.0 <= entry["mean"] <= 1.0
+    assert entry["calls"]["made"] + entry["calls"]["cached"] == 3 * (1 + 1)  # judge apart

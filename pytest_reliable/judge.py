@@ -1,0 +1,336 @@
+"""LLM-as-judge graders (SPEC section 12): a judge is a model, its votes are calls.
+
+A `Judge` grades a `Generation`'s answers by asking a model (any model object: `chat_model`,
+`text_model`, `openai_model`, `local_model`, a protocol object) to grade each answer against a
+rubric, ``votes`` times at ``temperature``. Its votes are requests like the model's own, run by the
+same `Runner` (cache, budget, retries, concurrency, record modes, progress): the cache key holds
+the judge's identity, the messages (which hold the rubric, the question, the reference and the
+answer, so a changed rubric or answer is a new key) and the vote index, so votes 0..votes-1 are
+independent draws and a changed judge or rubric is never served old grades. Two cells whose
+model gave the same answer to the same question share their votes: grading stays a function of
+the response.
+
+A cell's score is the mean of its votes, in [0, 1]; a vote the reply does not yield (or whose
+call did not complete) is a failing vote, counted in ``unparsed_votes``. The bounds of section 11
+(clustered by instance) then hold for the judged cells as for any other score in [0, 1];
+`judge_entry` reports how noisy the judge was (``agreement``, ``judge_variance_share``).
+
+The judge is checked when a test uses it (`Judge.check`), not when it is built, so a bad
+argument stops the run with a usage error before any call, wherever the judge was written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pytest_reliable.errors import ReliableConfigError
+from pytest_reliable.models.base import SamplingParams
+from pytest_reliable.models.named import NamedModel
+
+if TYPE_CHECKING:
+    from pytest_reliable.evaluation import CellResult
+    from pytest_reliable.report.entries import JudgeEntry, PairwiseEntry
+    from pytest_reliable.runner import CallResult, Request, Runner
+
+SCALES = ("pass/fail", "1-5")
+JUDGE_SCOPE = "judge"
+"""The requests' scope: a judge's vote never shares a key with a call of the model under test."""
+PASS_FAIL = re.compile(r"\b(pass|fail)(?:ed|es|ing)?\b", re.IGNORECASE)
+PAIR_CHOICE = re.compile(r"(?<![\d.])([12])(?![\d.]*\d)")
+ONE_TO_FIVE = re.compile(r"(?<![\d.])([1-5])(?![\d.]*\d)(?:\s*/\s*5)?")
+
+
+class JudgeUsageError(ReliableConfigError):
+    """A judge that cannot be used as written (bad votes, scale, temperature, rubric, model).
+    The plugin turns it into a usage error: the run stops with exit code 4."""
+
+
+@dataclass(frozen=True)
+class JudgedItem:
+    """What the judge sees of one answer."""
+
+    question: str
+    references: tuple[str, ...]
+    answer: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A judged answer: its votes (None: a vote the reply did not yield, or that did not run),
+    its score (the mean vote, failing votes 0) and the problems of the calls that did not
+    complete."""
+
+    votes: tuple[float | None, ...]
+    problems: tuple[str, ...] = ()
+    outcome: float | None = None
+    """A pairwise verdict's win 1, tie 0.5 or loss 0 (the votes then say which answer each
+    vote preferred: 1 the candidate, 0 the baseline)."""
+
+    @property
+    def score(self) -> float:
+        if self.outcome is not None:
+            return self.outcome
+        return sum(v or 0.0 for v in self.votes) / len(self.votes)
+
+    @property
+    def unparsed(self) -> int:
+        return sum(v is None for v in self.votes)
+
+
+class Judge:
+    """A grader that asks a model: ``Generation(grader=Judge(model, rubric))``.
+
+    ``scale``: ``"pass/fail"`` (a vote is 1 or 0) or ``"1-5"`` (mapped to 0, 0.25, ..., 1).
+    ``pairwise=True``: a judge of two answers (candidate vs baseline, SPEC section 9).
+    ``id``: the judge's identity in the cache and the report (default: its model's).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        rubric: str,
+        *,
+        votes: int = 3,
+        temperature: float = 0.7,
+        scale: str = "pass/fail",
+        id: str | None = None,
+        pairwise: bool = False,
+        max_tokens: int = 16,
+    ) -> None:
+        self.model = model
+        self.rubric = rubric
+        self.votes = votes
+        self.temperature = temperature
+        self.scale = scale
+        self.id = id
+        self.pairwise = pairwise
+        self.max_tokens = max_tokens
+
+    def __repr__(self) -> str:
+        return (f"Judge(id={self.id!r}, votes={self.votes!r}, scale={self.scale!r}, "
+                f"rubric={self.rubric_hash})")
+
+    @property
+    def rubric_hash(self) -> str:
+        return hashlib.sha256(str(self.rubric).encode()).hexdigest()[:12]
+
+    def check(self) -> None:
+        """Raise `JudgeUsageError` naming the argument, the value and what is allowed."""
+        def bad(argument: str, value: Any, allowed: str) -> JudgeUsageError:
+            return JudgeUsageError(f"Judge: {argument}={value!r} is not allowed: {allowed}")
+
+        if isinstance(self.votes, bool) or not isinstance(self.votes, int) or self.votes < 1:
+            raise bad("votes", self.votes, "an integer >= 1")
+        if (isinstance(self.temperature, bool) or not isinstance(self.temperature, int | float)
+                or not math.isfinite(self.temperature) or self.temperature < 0):
+            raise bad("temperature", self.temperature, "a number >= 0")
+        if self.scale not in SCALES:
+            raise bad("scale", self.scale, "'pass/fail' or '1-5'")
+        if not isinstance(self.rubric, str) or not self.rubric.strip():
+            raise bad("rubric", self.rubric, "a non-empty string saying what a good answer is")
+        if self.id is not None and (not isinstance(self.id, str) or not self.id):
+            raise bad("id", self.id, "a non-empty string or None")
+        if not isinstance(self.pairwise, bool):
+            raise bad("pairwise", self.pairwise, "True or False")
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or (
+                self.max_tokens < 1):
+            raise bad("max_tokens", self.max_tokens, "an integer >= 1")
+        if self.model is None or not (isinstance(self.model, NamedModel) or callable(self.model)
+                                      or hasattr(self.model, "acomplete")
+                                      or hasattr(self.model, "complete")):
+            raise bad("model", self.model, "a model object: chat_model(...), text_model(...), "
+                      "openai_model(...), local_model() or an object with acomplete/complete")
+
+    # -- asking ------------------------------------------------------------------------------
+    @property
+    def params(self) -> SamplingParams:
+        return SamplingParams(temperature=float(self.temperature), max_tokens=self.max_tokens)
+
+    def instruction(self) -> str:
+        if self.scale == "1-5":
+            return ("You grade answers. Grade the answer by the rubric on a scale from 1 (worst) "
+                    "to 5 (best). Reply with the number only.")
+        return ("You grade answers. Decide whether the answer meets the rubric. Reply with PASS "
+                "or FAIL only.")
+
+    def messages(self, item: JudgedItem) -> tuple[tuple[str, str], ...]:
+        """What the judge is asked about one answer: the rubric, the question, the reference
+        when there is one, and the answer."""
+        parts = [f"Rubric: {self.rubric}", f"Question: {item.question}"]
+        if item.references:
+            parts.append("Reference answer: " + " | ".join(item.references))
+        parts.append(f"Answer: {item.answer}")
+        parts.append("Grade (1-5):" if self.scale == "1-5" else "Grade (PASS or FAIL):")
+        return (("system", self.instruction()), ("user", "\n\n".join(parts)))
+
+    def requests(self, item: JudgedItem) -> list[Request]:
+        """The votes of one answer: vote index 0..votes-1 (independent draws at temperature
+        > 0; at temperature 0 the votes are asked as distinct draws too, so a deterministic
+        judge's agreement is measured, not assumed)."""
+        from pytest_reliable.runner import Request
+
+        messages = self.messages(item)
+        return [Request(messages, self.params, vote, JUDGE_SCOPE) for vote in range(self.votes)]
+
+    def parse(self, reply: str) -> float | None:
+        """A vote in [0, 1], or None when the reply does not yield one."""
+        if self.scale == "1-5":
+            found = {int(m.group(1)) for m in ONE_TO_FIVE.finditer(reply)}
+            return (found.pop() - 1) / 4 if len(found) == 1 else None
+        words = {m.group(1).lower() for m in PASS_FAIL.finditer(reply)}
+        if len(words) != 1:
+            return None
+        return 1.0 if words == {"pass"} else 0.0
+
+    def verdict(self, results: Sequence[CallResult]) -> Verdict:
+        votes: list[float | None] = []
+        problems: list[str] = []
+        for result in results:
+            if result.status != "ok" or result.response is None:
+                votes.append(None)
+                problems.append(f"judge {result.status}: {result.error or result.status}")
+            else:
+                votes.append(self.parse(result.response.text))
+        return Verdict(tuple(votes), tuple(problems))
+
+    def grade_all(self, items: Sequence[JudgedItem], runner: Runner) -> list[Verdict]:
+        """Every item's votes, in one batch through ``runner`` (the judge's model's runner)."""
+        requests = [req for item in items for req in self.requests(item)]
+        results = runner.run(requests)
+        return [self.verdict(results[j * self.votes:(j + 1) * self.votes])
+                for j in range(len(items))]
+
+
+    # -- pairwise (SPEC sections 9 and 12) ---------------------------------------------------
+    def pair_messages(self, item: JudgedItem, first: str, second: str
+                      ) -> tuple[tuple[str, str], ...]:
+        parts = [f"Rubric: {self.rubric}", f"Question: {item.question}"]
+        if item.references:
+            parts.append("Reference answer: " + " | ".join(item.references))
+        parts += [f"Answer 1: {first}", f"Answer 2: {second}", "Better answer (1 or 2):"]
+        instruction = ("You compare two answers. Decide which answer meets the rubric better. "
+                       "Reply with 1 or 2 only.")
+        return (("system", instruction), ("user", "\n\n".join(parts)))
+
+    def parse_choice(self, reply: str) -> int | None:
+        """1 or 2 (the position of the better answer), or None."""
+        found = {int(m.group(1)) for m in PAIR_CHOICE.finditer(reply)}
+        return found.pop() if len(found) == 1 else None
+
+    def compare_all(self, items: Sequence[JudgedItem], baseline: Sequence[str | None],
+                    runner: Runner) -> list[Verdict]:
+        """Each candidate answer (``items``) against the baseline's answer of the same cell, in
+        both orders, ``votes`` votes each. Per order the decision is the majority of its votes
+        (no majority: no decision); the two orders agreeing give a win (1) or a loss (0), else
+        a tie (0.5). A cell without a baseline answer is a tie with no votes cast."""
+        from pytest_reliable.runner import Request
+
+        requests: list[Request] = []
+        for item, other in zip(items, baseline):
+            if other is None:
+                continue
+            for first, second in ((item.answer, other), (other, item.answer)):
+                messages = self.pair_messages(item, first, second)
+                requests += [Request(messages, self.params, vote, JUDGE_SCOPE)
+                             for vote in range(self.votes)]
+        results = iter(runner.run(requests))
+        verdicts = []
+        for other in baseline:
+            if other is None:
+                verdicts.append(Verdict((None,) * (2 * self.votes), (), 0.5))
+                continue
+            votes: list[float | None] = []
+            problems: list[str] = []
+            for candidate_at in (1, 2):
+                for _ in range(self.votes):
+                    result = next(results)
+                    if result.status != "ok" or result.response is None:
+                        votes.append(None)
+                        problems.append(f"judge {result.status}: {result.error or result.status}")
+                        continue
+                    choice = self.parse_choice(result.response.text)
+                    votes.append(None if choice is None else float(choice == candidate_at))
+            shown_first = self._decision(votes[:self.votes])  # the candidate shown first
+            shown_second = self._decision(votes[self.votes:])
+            outcome = shown_first if shown_first is not None and shown_first == shown_second \
+                else 0.5
+            verdicts.append(Verdict(tuple(votes), tuple(problems), outcome))
+        return verdicts
+
+    def _decision(self, votes: Sequence[float | None]) -> float | None:
+        """1.0 (candidate) or 0.0 (baseline) when more than half the votes say so, else None."""
+        for side in (1.0, 0.0):
+            if sum(v == side for v in votes) * 2 > len(votes):
+                return side
+        return None
+
+
+def judge_of(task: Any) -> Judge | None:
+    """The task's judge when it grades with one (the grader hook `Generation.judge`)."""
+    judge = getattr(task, "judge", None)
+    return judge if isinstance(judge, Judge) else None
+
+
+def judge_entry(judge: Judge, identity: str, cells: Sequence[CellResult],
+                calls_made: int, calls_cached: int) -> JudgeEntry:
+    """The entry's ``judge`` (SPEC section 12) over the judged cells (those whose answer came
+    back and was judged):
+
+    - ``agreement``: the share of cells whose votes all agree (a failing vote counts as 0);
+    - ``judge_variance_share``: the share of the variance of the cells' scores that lies between
+      votes of one answer: the mean within-cell variance of the votes (ddof=1) divided by
+      ``votes`` (the noise variance of a mean of that many votes), over the variance of the cell
+      scores (ddof=1), capped at 1; null with one vote per cell or fewer than 2 cells, and 0 when
+      the cells' scores do not vary.
+    """
+    votes = [[v or 0.0 for v in c.votes] for c in cells if c.votes]
+    unparsed = sum(v is None for c in cells if c.votes for v in c.votes)
+    agreement = (sum(len(set(v)) == 1 for v in votes) / len(votes)) if votes else None
+    share: float | None = None
+    if judge.votes >= 2 and len(votes) >= 2:
+        import numpy as np
+
+        arr = np.asarray(votes, dtype=np.float64)
+        total = float(arr.mean(axis=1).var(ddof=1))
+        within = float(arr.var(axis=1, ddof=1).mean()) / judge.votes
+        share = 0.0 if total <= 0 else min(1.0, within / total)
+    return {
+        "id": identity,
+        "votes": judge.votes,
+        "scale": judge.scale,
+        "rubric_hash": judge.rubric_hash,
+        "cells": len(votes),
+        "unparsed_votes": unparsed,
+        "agreement": agreement,
+        "judge_variance_share": share,
+        "calls": {"made": calls_made, "cached": calls_cached},
+    }
+
+
+def pairwise_entry(judge: Judge, cells: Sequence[CellResult], estimate: float,
+                   low: float, high: float) -> PairwiseEntry:
+    """The entry's ``pairwise`` (SPEC section 12) over the resampling cells a pairwise judge
+    scored: wins, ties and losses, the win rate with the clustered interval of the gate's mean
+    (``estimate``, ``low``, ``high``), and ``position_bias``: the share of parsed votes that
+    picked the answer shown first, minus 0.5 (votes[:votes] showed the candidate first)."""
+    scores = [c.score for c in cells if c.votes]
+    firsts = parsed = 0
+    for cell in cells:
+        for index, vote in enumerate(cell.votes):
+            if vote is None:
+                continue
+            parsed += 1
+            candidate_first = index < judge.votes
+            firsts += int((vote == 1.0) == candidate_first)
+    return {
+        "win": sum(s == 1.0 for s in scores),
+        "tie": sum(s == 0.5 for s in scores),
+        "loss": sum(s == 0.0 for s in scores),
+        "win_rate": {"estimate": estimate, "low": low, "high": high},
+        "position_bias": (firsts / parsed - 0.5) if parsed else None,
+    }
