@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as _sps
 
 from pytest_reliable import stats
 
@@ -163,34 +162,75 @@ def proportion_evidence(
                     favourable, p_breach)
 
 
-def spread_evidence(
-    observed: float | None, diffs: FloatArray, se: FloatArray, df: int
-) -> Evidence:
-    """Claims "|difference| <= limit", one per pair of groups (paired within instance).
+def group_evidence(observed: float | None, effects: list[stats.GroupEffects],
+                   grouping: str, unobserved: int = 0) -> Evidence:
+    """``min_worst``: the claims "this group's score >= limit", one per populated group of every
+    labelling (paired within instance; `stats.GroupEffects.lower` / ``upper``).
 
-    The upper bound of |d| is |d| + t se; evidence of a breach is two-sided (the sign of the
-    difference is chosen by the data): lower bound |d| - t_{(1+c)/2} se, p = 2 t.sf((|d|-L)/se).
-    """
-    if diffs.size == 0:
+    ``unobserved``: listed groups no cell was rendered with. Their claims have no evidence: a
+    lower bound of 0 under pass-on-evidence (the test cannot pass on evidence it never gathered);
+    under fail-on-evidence they are left out (no evidence of a breach)."""
+    live = [e.live for e in effects]
+
+    def at(levels: FloatArray, side: int) -> FloatArray:
+        out, start = [], 0
+        for e, g in zip(effects, live):
+            confidence = np.full(e.n_groups, 0.5)
+            confidence[g] = levels[start:start + g.size]
+            start += g.size
+            out.append(e.level_bounds(confidence, side)[g])
+        return np.concatenate(out) if out else np.zeros(0)
+
+    def unfavourable(c: float) -> FloatArray:
+        return np.concatenate([at(np.full(sum(g.size for g in live), c), -1),
+                               np.zeros(unobserved)])
+
+    def favourable(levels: FloatArray) -> FloatArray:
+        return at(np.asarray(levels, dtype=np.float64), +1)
+
+    def p_breach(limit: float) -> FloatArray:
+        parts = [e.p_below(limit)[g] for e, g in zip(effects, live)]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    method = f"{stats.LEVEL_METHOD}; every group of {grouping}" + _unseen(unobserved)
+    return Evidence(observed, method, unfavourable, favourable, p_breach)
+
+
+def _unseen(unobserved: int, what: str = "groups") -> str:
+    return f" ({unobserved} listed {what} never rendered: no evidence)" if unobserved else ""
+
+
+def spread_evidence(observed: float | None, pairs: list[stats.Pairs],
+                    unobserved_pairs: int = 0) -> Evidence:
+    """Claims "|difference| <= limit", one per pair of groups of one labelling (paired within
+    instance; `stats.Pairs`): the upper bound of |d| is |d| + q se (skewness-corrected t);
+    evidence of a breach is two-sided (the sign of the difference is chosen by the data):
+    lower bound |d| - t_{(1+c)/2} se, p = 2 t.sf((|d| - L) / se). ``unobserved_pairs``: pairs
+    with a group no cell was rendered with: their upper bound is 1 (see `group_evidence`)."""
+    live = [p for p in pairs if p.size]
+    if not live:
         # One group or none: no pair can differ (an empty range has no observed value anyway).
-        diffs, se = np.zeros(1), np.full(1, np.inf)
         if observed is not None:
             return Evidence(observed, "a single group: no pair", lambda c: np.zeros(1),
                             lambda levels: np.zeros(1), lambda limit: np.ones(1))
-    size = np.abs(diffs)
+        return Evidence(None, "no groups", lambda c: np.full(1, np.inf),
+                        lambda levels: np.zeros(1), lambda limit: np.ones(1))
 
     def unfavourable(c: float) -> FloatArray:
-        return np.asarray(size + _sps.t.ppf(c, df) * se, dtype=np.float64)
+        return np.concatenate([*(p.upper(c) for p in live), np.ones(unobserved_pairs)])
 
     def favourable(levels: FloatArray) -> FloatArray:
-        return np.asarray(size - _sps.t.ppf(0.5 + levels / 2.0, df) * se, dtype=np.float64)
+        out, start = [], 0
+        for p in live:
+            out.append(p.lower(np.asarray(levels[start:start + p.size])))
+            start += p.size
+        return np.concatenate(out)
 
     def p_breach(limit: float) -> FloatArray:
-        return np.asarray(np.minimum(1.0, 2.0 * _sps.t.sf((size - limit) / se, df)),
-                          dtype=np.float64)
+        return np.concatenate([p.p_breach(limit) for p in live])
 
-    return Evidence(observed, stats.PAIRED_METHOD + ", pairwise differences", unfavourable,
-                    favourable, p_breach)
+    return Evidence(observed, stats.PAIRED_METHOD + ", pairwise differences (skewness-corrected "
+                    "t)" + _unseen(unobserved_pairs, "pairs"), unfavourable, favourable, p_breach)
 
 
 def std_evidence(bound: stats.SpreadBound) -> Evidence:
@@ -214,32 +254,53 @@ def regression_evidence(difference: stats.ClusteredDifference) -> Evidence:
     )
 
 
-def median_evidence(observed: float | None, bounds: list[stats.ProportionBound]) -> Evidence:
-    """The claim "the median group >= limit", bounded by the median of the groups' bounds (an
-    approximation: the groups' bounds are not independent; p-value by inverting that bound)."""
+def median_evidence(observed: float | None, effects: list[stats.GroupEffects],
+                    unobserved: int = 0) -> Evidence:
+    """``min_median``: the claim "the median group's score >= limit", bounded by the median of
+    the groups' bounds, each at level alpha / m with m = G // 2 + 1 (G groups).
+
+    Why that is a bound at level alpha: if the median of the lower bounds exceeded the median
+    score, some group among the m lowest-scoring ones would have a lower bound above its own
+    score (for odd G, the m = (G + 1) / 2 groups at or below the median; for even G, whose
+    median averages the two middle groups, the G / 2 + 1 groups at or below the upper middle
+    one). Each of those m fixed groups errs with probability at most alpha / m, so all of them
+    hold with probability at least 1 - alpha (Bonferroni), whatever their dependence. The same
+    holds for the median of the upper bounds with the m highest groups. ``unobserved`` listed
+    groups without cells count as groups bounded only by [0, 1] (lower 0, upper 1).
+    """
+    live = [e.live for e in effects]
+    m = (sum(g.size for g in live) + unobserved) // 2 + 1
+
+    def median_at(confidence: float, side: int) -> float:
+        level = 1.0 - (1.0 - confidence) / m
+        values = [e.level_bounds(level, side)[g] for e, g in zip(effects, live)]
+        values.append(np.full(unobserved, 0.0 if side < 0 else 1.0))
+        found = np.concatenate(values)
+        return float(np.median(found)) if found.size else float("nan")
 
     def unfavourable(c: float) -> FloatArray:
-        return np.array([float(np.median([b.lower(c) for b in bounds]))])
+        return np.array([median_at(c, -1)])
 
     def favourable(levels: FloatArray) -> FloatArray:
-        c = float(levels[0])
-        return np.array([float(np.median([b.upper(c) for b in bounds]))])
+        return np.array([median_at(float(levels[0]), +1)])
 
     def p_breach(limit: float) -> FloatArray:
         # The smallest alpha at which the upper bound at 1 - alpha falls below the limit.
-        if favourable(np.array([0.5]))[0] >= limit:
+        if median_at(0.5, +1) >= limit:
             return np.array([1.0])
-        lo, hi = 0.0, 0.5
-        for _ in range(30):
-            mid = (lo + hi) / 2.0
-            if favourable(np.array([1.0 - mid]))[0] < limit:
+        lo, hi = 1e-12, 0.5
+        for _ in range(40):
+            mid = math.sqrt(lo * hi)
+            if median_at(1.0 - mid, +1) < limit:
                 hi = mid
             else:
                 lo = mid
         return np.array([hi])
 
-    return Evidence(observed, "median of the groups' bounds (approximate); "
-                    + stats.PAIRED_METHOD, unfavourable, favourable, p_breach)
+    return Evidence(observed, f"median of the groups' bounds, each at alpha/{m} (Bonferroni over "
+                    f"the {m} groups at or beyond the median); " + stats.PAIRED_METHOD
+                    + _unseen(unobserved),
+                    unfavourable, favourable, p_breach)
 
 
 # -- decisions --------------------------------------------------------------------------------
@@ -352,14 +413,14 @@ def reliable_thresholds(
         elif name == "min_maj_at_k" and summary.maj_at_k is not None:
             claims[name] = (limit, _proportion(summary.maj_at_k, summary.maj_at_k_bound))
         elif name == "min_worst":
-            claims[name] = (limit, proportion_evidence(
-                ranges.minimum, ranges.group_bounds(), "min",
-                stats.PAIRED_METHOD + f"; every group of {ranges.grouping}"))
+            claims[name] = (limit, group_evidence(ranges.minimum, ranges.effects(),
+                                                  ranges.grouping, len(ranges.unobserved)))
         elif name == "min_median":
-            claims[name] = (limit, median_evidence(ranges.median, ranges.group_bounds()))
+            claims[name] = (limit, median_evidence(ranges.median, ranges.effects(),
+                                                   len(ranges.unobserved)))
         elif name == "max_spread":
-            diffs, se, df = ranges.pair_differences()
-            claims[name] = (limit, spread_evidence(ranges.spread, diffs, se, df))
+            claims[name] = (limit, spread_evidence(ranges.spread, ranges.pairs(),
+                                                   ranges.unobserved_pairs()))
         elif name == "max_std":
             if summary.std_bound is None:
                 continue

@@ -25,10 +25,9 @@ from pytest_reliable.stats import power
 from pytest_reliable.stats.power import ASSUMED_RHO as ASSUMED_RHO
 from pytest_reliable.stats.power import POWER as POWER
 from pytest_reliable.stats.power import Design as Design
-from pytest_reliable.stats.power import group_se as group_se
+from pytest_reliable.stats.power import RangeLayout as RangeLayout
 from pytest_reliable.stats.power import margin_multiplier as margin_multiplier
 from pytest_reliable.stats.power import mean_se as mean_se
-from pytest_reliable.stats.power import pair_se as pair_se
 from pytest_reliable.stats.power import solve as solve
 from pytest_reliable.vocabulary import DEFAULT_POLICY, RELIABLE_THRESHOLDS
 
@@ -41,9 +40,13 @@ if TYPE_CHECKING:
 
 METHOD = (
     "normal approximation with a design effect for intra-instance correlation rho (main figure "
-    f"at rho={ASSUMED_RHO}, range for rho from 0 to 1); min_lower_ci exact (binomial through the "
-    "Wilson bound); max_std exact under normality (chi-square)"
+    f"at rho={ASSUMED_RHO}, range for rho from 0 to 1); ranges (min_worst, max_spread, "
+    f"min_median) by {power.RANGE_REPS} seeded simulated gates of the planned design through the "
+    f"gate's own estimator and bounds, for the hardest model at each value, at rho={ASSUMED_RHO}; "
+    "min_lower_ci exact (binomial through the Wilson bound); max_std exact under normality "
+    "(chi-square)"
 )
+RANGES = ("min_worst", "max_spread", "min_median")
 MIN_THRESHOLDS = tuple(name for name, way in RELIABLE_THRESHOLDS.items() if way == "min")
 MAX_THRESHOLDS = tuple(name for name, way in RELIABLE_THRESHOLDS.items() if way == "max")
 WHAT = {
@@ -211,16 +214,35 @@ def resolve_mean(name: str, limit: float, design: Design,
     return Resolution(name, limit, values[0], values[1], values[2])
 
 
-def resolve_spread(limit: float, design: Design) -> Resolution:
-    """``max_spread``: the true difference between the two furthest groups (same dimension)."""
-    multiplier = margin_multiplier(design.decide, design.confidence, design.hypotheses)
-    toward = _direction("max_spread", design.decide)
-    values = power.spread_values(limit, design, multiplier, toward)
-    if values[0] is None:
-        return Resolution("max_spread", limit, None,
-                          note=f"a pairwise difference's error is {pair_se(design, 0.5):.2f}")
-    return Resolution("max_spread", limit, values[0], values[1], values[2],
-                      note="at score 0.5 (the largest variance)")
+def resolve_range(name: str, limit: float, design: Design) -> Resolution:
+    """``min_worst`` / ``max_spread`` / ``min_median``: by simulation of the planned gate
+    (`stats.power.range_value`): every group's (pair's) bound must clear under pass-on-evidence;
+    one must breach at Holm's level under fail-on-evidence."""
+    assert design.layout is not None
+    value, at_best = power.range_value(design.layout, design, name, limit)
+    if value is not None:
+        return Resolution(name, limit, value, note=_range_note(name, design))
+    failing = design.decide == "fail-on-evidence"
+    best = {"max_spread": "a model with no effect at all" if not failing else
+            "a spread of 1", "min_worst": "a perfect model" if not failing else
+            "a worst group at 0", "min_median": "a perfect model" if not failing else
+            "a median group at 0"}[name]
+    verb = "fails" if failing else "passes"
+    claims = (f"{design.layout.pairs} pairs each need |d| + t*se <= {limit:g}"
+              if name == "max_spread" and not failing else
+              f"{design.layout.groups} groups" if name != "max_spread" else
+              f"{design.layout.pairs} pairs")
+    return Resolution(name, limit, None, note=(
+        f"even {best} {verb} only {at_best:.0%} of simulated gates ({claims}): more instances or "
+        "resamplings, fewer groups, or another limit"))
+
+
+def _range_note(name: str, design: Design) -> str:
+    assert design.layout is not None
+    what = (f"every one of {design.layout.pairs} pairs" if name == "max_spread"
+            else f"every one of {design.layout.groups} groups" if name == "min_worst"
+            else f"the median of {design.layout.groups} groups")
+    return f"simulated: {what} through the gate's bounds, at rho={ASSUMED_RHO}"
 
 
 def resolve_lower_ci(limit: float, design: Design) -> Resolution:
@@ -248,12 +270,10 @@ def resolve(name: str, limit: float, design: Design) -> Resolution:
         return resolve_lower_ci(limit, design)
     if name == "max_std":
         return resolve_std(limit, design)
-    if name in ("min_worst", "max_spread") and design.group_cells is None:
-        return Resolution(name, limit, None, note="the grouping is not known for this space")
-    if name == "max_spread":
-        return resolve_spread(limit, design)
-    if name == "min_worst":
-        return resolve_mean(name, limit, design, lambda p, rho: group_se(p, design, rho))
+    if name in RANGES:
+        if design.layout is None:
+            return Resolution(name, limit, None, note="the grouping is not known for this space")
+        return resolve_range(name, limit, design)
     if name in ("min_pass_at_k", "min_pass_hat_k", "min_maj_at_k", "min_circular"):
         # One 0/1 outcome per instance (any / all of its k samples right).
         return resolve_mean(name, limit, design, lambda p, rho: mean_se(p, n_inst, 1, rho))
@@ -267,25 +287,34 @@ class Grouping:
     groups: int
     pairs: int
     smallest_cells: float
+    layout: RangeLayout
 
 
 def grouping_of(space: Any, mode: str, group_by: Any, instances: int, resamplings: int,
                 n_options: int) -> Grouping | None:
-    """The test's pre-registered grouping and its smallest group's expected cell count."""
+    """The test's pre-registered grouping, its smallest group's expected cell count and its
+    layout of groups over cells (what the plan simulates)."""
+    from pytest_reliable.sampling import n_listed_units
+
     if group_by is None:
         group_by = "formats" if mode == "fixed" else "dimensions"
     cells = instances * resamplings
+    units = n_listed_units(space, max(n_options, 2))
+    sampled = mode == "fixed" and (units is None or resamplings < units)
     if group_by == "formats":
         formats = int(space.n_valid_formats(max(n_options, 2)))
         groups = max(1, min(resamplings, formats)) if mode == "fixed" else max(1, formats)
-        return Grouping("formats", groups, groups * (groups - 1) // 2, cells / groups)
+        layout = RangeLayout(mode, formats=groups, sampled=sampled)
+        return Grouping("formats", groups, groups * (groups - 1) // 2, cells / groups, layout)
     dims = space.dimensions
     names = list(dims) if group_by == "dimensions" else list(group_by)
     sizes = [len(dims[d]) for d in names if d in dims and len(dims[d]) >= 2]
     if not sizes:
         return None
     label = "dimensions" if group_by == "dimensions" else "dimensions:" + ",".join(names)
-    return Grouping(label, sum(sizes), sum(v * (v - 1) // 2 for v in sizes), cells / max(sizes))
+    layout = RangeLayout(mode, tuple(sizes), sampled=sampled)
+    return Grouping(label, sum(sizes), sum(v * (v - 1) // 2 for v in sizes), cells / max(sizes),
+                    layout)
 
 
 def plan_design(spec: Any, space: Any, instances: int, resamplings: int, n_options: int,
@@ -304,7 +333,7 @@ def plan_design(spec: Any, space: Any, instances: int, resamplings: int, n_optio
             hypotheses += grouping.pairs - 1
     design = Design(
         instances=instances, resamplings=resamplings, k=spec.k, confidence=spec.confidence,
-        decide=decide, group_cells=grouping.smallest_cells if grouping else None,
+        decide=decide, layout=grouping.layout if grouping else None,
         groups=grouping.groups if grouping else 0, pairs=grouping.pairs if grouping else 0,
         hypotheses=max(hypotheses, 1),
     )

@@ -49,6 +49,16 @@ def _num(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+def _worst_set(key: str, candidates: list[str], confidence: float) -> str:
+    """How sure the "worst" is: the other groups that could be the worst at ``confidence``."""
+    others = [c for c in candidates if c != key]
+    if not others:
+        return f"at {confidence:.0%} no other group could be the worst: {key} is"
+    shown = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
+    return (f"at {confidence:.0%} the worst could also be {shown} "
+            f"({len(others) + 1} candidates: {key} is the lowest estimate, not a proven worst)")
+
+
 @dataclass
 class ReliableReport:
     """The result of one ``reliable.evaluate``: summary numbers, thresholds and the raw matrix."""
@@ -194,6 +204,7 @@ class ReliableReport:
             "description": worst.description,
             "prompt": render_messages(worst.example.prompt.messages),
             "answer": worst.example.text,
+            "candidates": list(self.summary.formats.worst_candidates),
         }
 
     def failure_message(self) -> str:
@@ -219,6 +230,13 @@ class ReliableReport:
                 f"scored {worst['score']:.3f}{interval} (paired within instance; noise floor "
                 f"of the range {_num(self.summary.formats.noise_floor)})"
             )
+            confidence = self.summary.confidence
+            # The candidates are the range's keys ("wrapper={}."); worst_variant's key is the
+            # group's own ("{}.").
+            ranges = self.summary.formats
+            range_key = next((key for key, group in ranges.groups.items()
+                              if group is ranges.worst), worst["key"])
+            lines.append(f"  {_worst_set(range_key, worst['candidates'], confidence)}")
             prompt = cut_text(worst["prompt"], PROMPT_SHOWN_CHARS)
             lines.append("  its rendered prompt for one instance:")
             lines.extend("    " + line for line in prompt.splitlines())

@@ -12,10 +12,12 @@ Ranges are taken over a grouping pre-registered by the marker (never switched on
 - orders: ``"gold_position"`` (the displayed position of the correct option, the default) or
   ``"permutations"``.
 
-Every group's estimate is paired within instance (`stats.paired_group_effects`): instance
-difficulty cancels, so a model whose answers never depend on the prompt shows no spread. Every
-range carries its ``noise_floor`` (`stats.noise_floor`) and every group its interval (``low``,
-``high``, clustered by instance) and ``thin`` (fewer than ``min_cells`` cells).
+Every group's estimate is paired within instance (`stats.paired_group_effects`: least squares
+with instance fixed effects): instance difficulty cancels, so a model whose answers never depend
+on the prompt shows no spread. Every range carries its ``noise_floor`` (`stats.noise_floor`),
+its ``worst_candidates`` (the groups that could be the worst at the test's confidence) and every
+group its paired ``score``, its ``observed`` mean, its interval (``low``, ``high``) and ``thin``
+(fewer than ``min_cells`` cells). The ``dimensions`` marginals are the observed value means.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from pytest_reliable.evaluation import CANONICAL, CellResult, ScoreMatrix
 from pytest_reliable.nstar import curve_entry
 from pytest_reliable.nstar_store import NStarEntry
 from pytest_reliable.sampling import n_listed_units
-from pytest_reliable.space import PERMUTE_LISTED_MAX, Space
+from pytest_reliable.space import FORMAT_DIMENSIONS, PERMUTE_LISTED_MAX, Space
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only, so the core does not load the writers
     from pytest_reliable.report.entries import (
@@ -106,25 +108,30 @@ class Group:
     scores: list[float] = field(default_factory=list)
     example: CellResult | None = None
     estimate: float | None = None
-    """Paired within instance; None until estimated (then `score` is the raw mean)."""
+    """Paired within instance, in [0, 1]; None until estimated (then `score` is the raw mean)."""
     low: float | None = None
     high: float | None = None
     thin: bool = False
-    bound: stats.ProportionBound | None = None
 
     @property
     def cells(self) -> int:
         return len(self.scores)
 
     @property
+    def observed(self) -> float:
+        """The plain mean of the group's cells."""
+        return float(np.mean(self.scores)) if self.scores else float("nan")
+
+    @property
     def score(self) -> float:
         if self.estimate is not None:
             return self.estimate
-        return float(np.mean(self.scores)) if self.scores else float("nan")
+        return self.observed
 
     def as_dict(self) -> GroupEntry:
         return {
             "score": self.score,
+            "observed": self.observed,
             "cells": self.cells,
             "low": self.low,
             "high": self.high,
@@ -157,6 +164,11 @@ class RangeSummary:
     spread_value: float | None = None
     noise_floor: float | None = None
     labellings: list[Labelling] = field(default_factory=list)
+    worst_candidates: list[str] = field(default_factory=list)
+    """Keys of the groups that could be the worst at the test's confidence (the worst first)."""
+    unobserved: list[str] = field(default_factory=list)
+    """Keys of listed dimension values no cell was rendered with (e.g. fixed mode with fewer
+    resamplings than values): claims about them have no evidence."""
 
     @property
     def spread(self) -> float | None:
@@ -171,10 +183,14 @@ class RangeSummary:
             "grouping": self.grouping,
             "per_variant": {key: g.as_dict() for key, g in self.groups.items()},
             "noise_floor": self.noise_floor,
+            "worst_candidates": list(self.worst_candidates),
+            "unobserved": list(self.unobserved),
+            "estimator": stats.PAIRED_METHOD,
         }
 
-    def group_bounds(self) -> list[stats.ProportionBound]:
-        return [g.bound for g in self.groups.values() if g.bound is not None]
+    def effects(self) -> list[stats.GroupEffects]:
+        """Each estimated labelling's paired estimates (every group of the range is in one)."""
+        return [lab.effects for lab in self.labellings if lab.effects is not None]
 
     def group_masks(self) -> dict[str, tuple[str, np.ndarray]]:
         """Per group (keyed as in ``groups``), its description and the mask of its cells in the
@@ -185,19 +201,18 @@ class RangeSummary:
             for labelling in self.labellings for index, group in enumerate(labelling.groups)
         }
 
-    def pair_differences(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """Every within-labelling pair's paired difference and se (for ``max_spread``)."""
-        diffs, ses, df = [], [], 1
+    def unobserved_pairs(self) -> int:
+        """Pairs of values of one dimension with at least one value in ``unobserved``."""
+        total = 0
         for labelling in self.labellings:
-            if labelling.effects is None:
-                continue
-            _, _, d, se = labelling.effects.pairs()
-            diffs.append(d)
-            ses.append(se)
-            df = labelling.effects.df()
-        if not diffs:
-            return np.zeros(0), np.zeros(0), df
-        return np.concatenate(diffs), np.concatenate(ses), df
+            unseen = sum(key.split("=", 1)[0] == labelling.name for key in self.unobserved)
+            total += unseen * len(labelling.groups) + unseen * (unseen - 1) // 2
+        return total
+
+    def pairs(self) -> list[stats.Pairs]:
+        """Every within-labelling pair's paired difference (for ``max_spread``: values are
+        compared with values of the same dimension)."""
+        return [effects.pairs() for effects in self.effects()]
 
 
 def label_cells(
@@ -226,26 +241,31 @@ def label_cells(
 
 def estimate_labelling(
     scores: np.ndarray, labelling: Labelling, confidence: float, min_cells: int,
-    offsets: np.ndarray | None = None,
+    offsets: np.ndarray | None = None, resamplings_sampled: bool = False,
+    spans_variants: bool = False,
 ) -> None:
     """Paired estimates, intervals and ``thin`` flags for every group of ``labelling``
-    (``offsets``: known effects subtracted first, see `stats.paired_group_effects`)."""
+    (``offsets``, ``resamplings_sampled``, ``spans_variants``: see
+    `stats.paired_group_effects`)."""
     if not labelling.groups:
         return
     effects = stats.paired_group_effects(scores, labelling.labels, len(labelling.groups),
-                                         offsets=offsets)
+                                         offsets=offsets, resamplings_sampled=resamplings_sampled,
+                                         spans_variants=spans_variants)
     labelling.effects = effects
+    low, high = effects.interval(confidence)
     for g, group in enumerate(labelling.groups):
-        bound = effects.bound(g)
-        group.bound = bound
-        group.estimate = bound.p
-        group.low, group.high = bound.interval(confidence)
+        # An estimate is a score: a least-squares estimate a hair outside [0, 1] is shown at the
+        # end it passed (its bounds are computed from the unclipped estimate), and round-off of
+        # the solve (1e-17 for a group whose every cell is 0) is not shown as a score.
+        group.estimate = float(np.round(np.clip(effects.estimates[g], 0.0, 1.0), 12))
+        group.low, group.high = float(low[g]), float(high[g])
         group.thin = group.cells < min_cells
 
 
 def _range(
     grouping: str, labellings: list[Labelling], scores: np.ndarray,
-    offsets: np.ndarray | None = None,
+    offsets: np.ndarray | None = None, confidence: float = 0.95,
 ) -> RangeSummary:
     groups = [g for labelling in labellings for g in labelling.groups]
     keyed = {_group_key(labelling, g, len(labellings)): g
@@ -254,6 +274,7 @@ def _range(
         return RangeSummary(None, None, None, grouping, keyed, None, labellings=labellings)
     values = np.array([g.score for g in groups])
     worst = groups[int(np.argmin(values))]
+    candidates = _worst_candidates(labellings, confidence)
     spread = max(
         (max(g.score for g in lab.groups) - min(g.score for g in lab.groups))
         for lab in labellings if lab.groups
@@ -265,7 +286,18 @@ def _range(
     return RangeSummary(
         float(values.min()), float(np.median(values)), float(values.max()), grouping, keyed,
         worst, spread_value=float(spread), noise_floor=floor, labellings=labellings,
+        worst_candidates=candidates,
     )
+
+
+def _worst_candidates(labellings: list[Labelling], confidence: float) -> list[str]:
+    """The keys of the groups that could be the worst (`stats.worst_candidates`), by score."""
+    estimated = [lab for lab in labellings if lab.effects is not None]
+    sets = stats.worst_candidates([lab.effects for lab in estimated if lab.effects is not None],
+                                  confidence)
+    found = [(lab.groups[int(g)].score, _group_key(lab, lab.groups[int(g)], len(labellings)))
+             for lab, chosen in zip(estimated, sets) for g in chosen]
+    return [key for _, key in sorted(found)]
 
 
 def _group_key(labelling: Labelling, group: Group, n_labellings: int) -> str:
@@ -305,6 +337,7 @@ def format_range(
     grouping: str | tuple[str, ...],
     dimensions: dict[str, Labelling],
     offsets: np.ndarray | None = None,
+    confidence: float = 0.95,
 ) -> RangeSummary:
     """The format range over the pre-registered ``grouping`` (estimated labellings expected in
     ``dimensions``; a formats labelling is built and must be estimated by the caller)."""
@@ -315,7 +348,32 @@ def format_range(
         if grouping == "dimensions" else list(grouping)
     )
     label = "dimensions" if grouping == "dimensions" else "dimensions:" + ",".join(names)
-    return _range(label, [dimensions[d] for d in names], matrix.scores, offsets)
+    found = _range(label, [dimensions[d] for d in names], matrix.scores, offsets, confidence)
+    n_options = max((len(c.prompt.displayed) for c in matrix.cells), default=0)
+    renderable = _renderable_values(space, n_options)
+    found.unobserved = [
+        f"{dim}={space.display_value(dim, value)}" for dim in names
+        for index, value in enumerate(space.dimensions[dim])
+        if index in renderable.get(dim, range(len(space.dimensions[dim])))
+        and space.display_value(dim, value) not in {g.key for g in dimensions[dim].groups}
+    ]
+    return found
+
+
+_VALIDITY_ROWS = 200_000
+"""Format combinations checked for which values can be rendered at all (larger spaces: all)."""
+
+
+def _renderable_values(space: Space, n_options: int) -> dict[str, set[int]]:
+    """Per format dimension, the indexes of values that some valid format uses for data with
+    ``n_options`` options (an enumerator too short for them, say, is never rendered, so its
+    absence is no gap in the evidence). Dimensions left out: every value counts."""
+    sizes = [len(space.dimensions[d]) for d in FORMAT_DIMENSIONS]
+    if math.prod(sizes) > _VALIDITY_ROWS:
+        return {}
+    grid = np.indices(sizes).reshape(len(sizes), -1).T
+    valid = grid[space.format_validity_mask(grid, max(n_options, 2))]
+    return {d: set(np.unique(valid[:, j]).tolist()) for j, d in enumerate(FORMAT_DIMENSIONS)}
 
 
 def formats_labelling(matrix: ScoreMatrix, cells: Sequence[CellResult]) -> Labelling:
@@ -498,19 +556,21 @@ def summarize(
         n_star, n_star_curve = _own_n_star(per_resampling, eps, delta)
     cells = matrix.resampling_cells()
     shape = (matrix.n_resamplings, matrix.n_instances)
+    sampled = variants_sampled(space, matrix, mode)
     orders_lab = orders_labelling(matrix, cells, order_group_by)
-    estimate_labelling(scores, orders_lab, confidence, min_cells)
-    orders = _range(order_group_by, [orders_lab], scores)
+    estimate_labelling(scores, orders_lab, confidence, min_cells, resamplings_sampled=sampled)
+    orders = _range(order_group_by, [orders_lab], scores, confidence=confidence)
     offsets = order_offsets(matrix, cells, space, mode, confidence)
     dims = dimension_labellings(space, cells, shape)
     for labelling in dims.values():
-        estimate_labelling(scores, labelling, confidence, min_cells, offsets)
+        estimate_labelling(scores, labelling, confidence, min_cells, offsets, sampled,
+                           spans_variants=True)
     if grouping == "formats":
         formats_lab = formats_labelling(matrix, cells)
-        estimate_labelling(scores, formats_lab, confidence, min_cells, offsets)
-        formats = _range("formats", [formats_lab], scores, offsets)
+        estimate_labelling(scores, formats_lab, confidence, min_cells, offsets, sampled)
+        formats = _range("formats", [formats_lab], scores, offsets, confidence)
     else:
-        formats = format_range(space, matrix, grouping, dims, offsets)
+        formats = format_range(space, matrix, grouping, dims, offsets, confidence)
     unparsed = int((~matrix.parsed).sum() + (~matrix.canonical_parsed).sum())
     return Summary(
         n_resamplings=matrix.n_resamplings,
@@ -522,8 +582,8 @@ def summarize(
         canonical_n=n_instances,
         formats=formats,
         orders=orders,
-        dimensions={
-            dim: {g.key: g.score for g in labelling.groups} for dim, labelling in dims.items()
+        dimensions={  # observed value means (SPEC 8); the paired estimates are the ranges'
+            dim: {g.key: g.observed for g in labelling.groups} for dim, labelling in dims.items()
         },
         pass_at_1=at_1,
         pass_at_k=float(at_k_each.mean()),

@@ -76,8 +76,14 @@ def test_min_lower_ci_is_its_own_bound_under_every_policy() -> None:
         assert not check.passed and check.bound == 0.48 and check.decide == policy
 
 
+def _pairs(diff: list[float], se: list[float], df: float = 40, skew: float = 0.0) -> stats.Pairs:
+    size = len(diff)
+    return stats.Pairs(np.arange(size), np.arange(size) + 1, np.array(diff), np.array(se),
+                       np.full(size, skew), np.full(size, df), np.full(size, df + 1))
+
+
 def test_spread_bound_is_two_sided_for_a_breach() -> None:
-    evidence = spread_evidence(0.3, np.array([0.3, -0.05]), np.array([0.05, 0.05]), 40)
+    evidence = spread_evidence(0.3, [_pairs([0.3, -0.05], [0.05, 0.05])])
     assert evidence.unfavourable(0.95).max() == pytest.approx(0.3 + 1.6849 * 0.05, abs=1e-3)
     p = evidence.p_breach(0.1)
     assert p[0] < 0.01 and p[1] == pytest.approx(1.0)

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from pytest_reliable import plan_report
-from pytest_reliable.plan_report import Design, Resolution, TestPlan, resolve, solve
+from pytest_reliable.plan_report import Design, RangeLayout, Resolution, TestPlan, resolve, solve
 from pytest_reliable.stats import wilson_interval
 
 Z95 = scipy_stats.norm.ppf(0.95)
@@ -51,7 +51,8 @@ def test_policies_put_the_figure_on_the_side_they_need_evidence_for() -> None:
     estimate = resolve("min_score", 0.6, Design(100, 10, decide="estimate")).value
     assert failing is not None and passing is not None and estimate is not None
     assert failing < 0.6 < estimate < passing
-    spread = resolve("max_spread", 0.2, Design(100, 30, group_cells=300, decide="pass-on-evidence"))
+    layout = RangeLayout("ilr", (2, 3))
+    spread = resolve("max_spread", 0.2, Design(100, 30, layout=layout, decide="pass-on-evidence"))
     assert spread.value is not None and spread.value < 0.2
 
 
@@ -139,3 +140,38 @@ def test_plan_uses_a_stored_n_star(tmp_path) -> None:
     NStarStore(session.settings.store_dir).put(key, NStarEntry(7, True, 0.01))
     plan = plan_report.plan_reliable(session, "t.py::t", data, MultipleChoice(), spec, model)
     assert plan.calls == 20 * (7 + 1)
+
+
+# -- ranges: simulated through the gate's own bounds (issue 19 item 3) --------------------------
+def test_fixed_max_spread_over_30_formats_cannot_pass_and_says_so() -> None:
+    # 30 formats at n=30 in fixed mode: 435 pairs each need |d| + t*se <= 0.15. A model with no
+    # format effect at all never passed (issue 19); the plan must not quote a value.
+    design = Design(100, 30, layout=RangeLayout("fixed", formats=30), decide="pass-on-evidence")
+    r = resolve("max_spread", 0.15, design)
+    assert r.value is None
+    text = r.describe("pass-on-evidence")
+    assert "cannot pass on evidence at this size" in text
+    assert "even a model with no effect at all passes only" in text and "435 pairs" in text
+
+
+def test_range_figures_lie_on_the_side_each_policy_needs_evidence_for() -> None:
+    layout = RangeLayout("ilr", (3, 2, 2, 2))
+    for name, limit in (("min_worst", 0.5), ("min_median", 0.5)):
+        passing = resolve(name, limit, Design(100, 10, layout=layout)).value
+        failing = resolve(name, limit, Design(100, 10, layout=layout, decide="fail-on-evidence",
+                                              hypotheses=9)).value
+        assert failing is not None and passing is not None
+        assert failing < limit < passing, name
+    passing = resolve("max_spread", 0.2, Design(100, 10, layout=layout)).value
+    failing = resolve("max_spread", 0.2, Design(100, 10, layout=layout, decide="fail-on-evidence",
+                                                hypotheses=6)).value
+    assert passing is not None and failing is not None and passing < 0.2 < failing
+
+
+def test_the_plan_is_deterministic_and_grows_with_the_design() -> None:
+    layout = RangeLayout("ilr", (2, 3))
+    small = resolve("min_worst", 0.5, Design(50, 5, layout=layout))
+    again = resolve("min_worst", 0.5, Design(50, 5, layout=layout))
+    large = resolve("min_worst", 0.5, Design(400, 5, layout=layout))
+    assert small == again
+    assert small.value is not None and large.value is not None and large.value < small.value

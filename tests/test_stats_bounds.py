@@ -64,41 +64,6 @@ def test_p_values_invert_the_bound() -> None:
     assert bound.p_above(lower - 1e-6) < 0.05 < bound.p_above(lower + 1e-6)
 
 
-def test_paired_effects_cancel_instance_difficulty() -> None:
-    # A prompt-insensitive model: every instance always right or always wrong, whatever the group.
-    rng = np.random.default_rng(3)
-    right = rng.random(60) < 0.7
-    scores = np.tile(right.astype(float), (30, 1))
-    labels = rng.integers(0, 6, size=scores.shape)
-    effects = stats.paired_group_effects(scores, labels, 6)
-    assert np.allclose(effects.estimates, scores.mean())
-    _, _, diffs, se = effects.pairs()
-    assert np.allclose(diffs, 0.0) and (se > 0).all()
-    # Raw group means would differ (groups hold different instances); paired ones do not.
-    raw = [scores[labels == g].mean() for g in range(6)]
-    assert max(raw) - min(raw) > 0.01
-
-
-def test_paired_effects_find_a_bad_group() -> None:
-    rng = np.random.default_rng(4)
-    labels = rng.integers(0, 3, size=(30, 80))
-    p = np.where(labels == 2, 0.3, 0.8)
-    scores = (rng.random(labels.shape) < p).astype(float)
-    effects = stats.paired_group_effects(scores, labels, 3)
-    assert effects.bound(2).upper(0.95) < effects.bound(0).lower(0.95)
-
-
-def test_noise_floor_of_a_random_model_matches_its_spread() -> None:
-    rng = np.random.default_rng(5)
-    scores = (rng.random((30, 100)) < 0.7).astype(float)
-    labels = rng.integers(0, 8, size=scores.shape)
-    effects = stats.paired_group_effects(scores, labels, 8)
-    spread = float(np.nanmax(effects.estimates) - np.nanmin(effects.estimates))
-    floor = stats.noise_floor(scores, [(labels, 8)], permutations=200, seed=0)
-    assert 0.5 * floor < spread < 2.0 * floor
-    assert stats.noise_floor(np.ones((30, 100)), [(labels, 8)]) == 0.0
-
-
 def test_std_bound_uses_ddof_1_and_chi_square() -> None:
     values = np.array([0.5, 0.6, 0.7, 0.55, 0.65])
     bound = stats.sample_std_bound(values)
@@ -131,24 +96,3 @@ def test_lower_bound_covers_at_the_promised_rate(p: float) -> None:
     mc = math.sqrt(0.9 * 0.1 / reps)
     print(f"p={p}: coverage {rate:.3f} +- {mc:.3f}")
     assert rate >= 0.90 - 3 * mc
-
-
-def test_group_bounds_cover_in_ilr() -> None:
-    """Per-group (paired) intervals keep their coverage when cells of one instance correlate."""
-    rng = np.random.default_rng(11)
-    reps, covered, total = 150, 0, 0
-    for _ in range(reps):
-        inst = rng.beta(3, 1.5, size=50)
-        labels = rng.integers(0, 4, size=(20, 50))
-        effect = np.array([0.0, 0.0, -0.1, 0.05])
-        p = np.clip(inst[None, :] + effect[labels], 0, 1)
-        scores = (rng.random(labels.shape) < p).astype(float)
-        effects = stats.paired_group_effects(scores, labels, 4)
-        truth = np.clip(inst.mean() + effect, 0, 1)  # this sample's instances, as a fixed panel
-        for g in range(4):
-            low, high = effects.bound(g).interval(0.90)
-            covered += low <= truth[g] <= high
-            total += 1
-    rate = covered / total
-    print(f"group interval coverage {rate:.3f}")
-    assert rate >= 0.85

@@ -22,6 +22,10 @@ class GroupEntry(TypedDict):
     """One group of a range (a format, a dimension value, an order position)."""
 
     score: float | None
+    """The group's score paired within instance (the range's ``estimator``): instance difficulty
+    cancels, so groups holding different instances compare fairly."""
+    observed: float | None
+    """The plain mean of the group's cells (what ``dimensions`` reports for a value)."""
     cells: int
     low: float | None
     high: float | None
@@ -38,6 +42,14 @@ class RangeEntry(TypedDict):
     grouping: str
     per_variant: dict[str, GroupEntry]
     noise_floor: float | None
+    worst_candidates: list[str]
+    """Keys of the groups that could be the worst at the test's confidence (a confidence set
+    for the worst group, lowest score first): more than one means the data cannot tell which."""
+    unobserved: list[str]
+    """Listed dimension values no cell was rendered with: their claims have no evidence
+    (``min_worst``/``max_spread``/``min_median`` cannot pass on evidence about them)."""
+    estimator: str
+    """How the groups' ``score`` was estimated."""
 
 
 class CanonicalEntry(TypedDict):
@@ -61,6 +73,7 @@ class SummaryFields(TypedDict):
     formats: RangeEntry
     orders: RangeEntry
     dimensions: dict[str, dict[str, float]]
+    """{dimension: {value: observed mean of the value's cells}} (SPEC 8)."""
     pass_at_1: float
     pass_at_k: float
     pass_hat_k: float
@@ -178,6 +191,9 @@ class WorstVariantEntry(TypedDict):
     description: str
     prompt: str
     answer: str | None
+    candidates: list[str]
+    """The groups that could be the worst at the test's confidence (the range's
+    ``worst_candidates``): ``key`` is the lowest estimate, not a proven worst."""
 
 
 class InstanceEntry(TypedDict):

@@ -532,10 +532,23 @@ def worst_variant_section(entry: Mapping[str, Any]) -> str:
         ("group", f"{_word(worst.get('key'))} ({_word(worst.get('grouping'))})"),
         ("description", _word(worst.get("description"))),
         ("score", _num(worst.get("score"))),
+        ("could be the worst", _candidates(worst.get("key"), worst.get("candidates"))),
     ]) + "<p>Its rendered prompt for one instance:</p>"
         + f"<pre>{_text(worst.get('prompt', ''), LONG_TEXT_CHARS)}</pre>"
         + "<p>The model answered:</p>"
         + f"<pre>{_text(worst.get('answer', ''), LONG_TEXT_CHARS)}</pre>")
+
+
+def _candidates(key: Any, candidates: Any) -> str:
+    """The range's ``worst_candidates`` beside the worst group (older reports have none)."""
+    if not isinstance(candidates, list):
+        return NOT_REPORTED
+    others = [c for c in candidates if c != key]
+    if not others:
+        return "only this group, at the test's confidence"
+    return (", ".join(_word(c) for c in others)
+            + ' <span class="note">(also, at the test\'s confidence: the lowest estimate is not '
+              "a proven worst)</span>")
 
 
 def message_section(entry: Mapping[str, Any]) -> str:

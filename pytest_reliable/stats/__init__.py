@@ -23,7 +23,8 @@ Where each topic lives (one module each; every public name is importable from he
 - ``bounds``: clustered means and proportions (``ProportionBound``), ``WilsonBound``, the
   bounds of ``max_std`` (``StdBound``: chi-square; ``CellStdBound``: ilr, from the cells),
   Holm's step-down.
-- ``groups``: group effects paired within instance, and the noise floor of a range.
+- ``groups``: group effects paired within instance (least squares with instance fixed effects),
+  their bounds and pairs, the groups that could be the worst, and the noise floor of a range.
 - ``multiprompt``: AvgP, MaxP, CPS (Mizrahi et al.).
 - ``paired``: two models on the same cells: McNemar, the paired bootstrap, the clustered
   difference behind ``max_regression``.
@@ -57,7 +58,13 @@ from pytest_reliable.stats.bounds import (
     sample_std_bound,
     wilson_bound,
 )
-from pytest_reliable.stats.groups import GroupEffects, noise_floor, paired_group_effects
+from pytest_reliable.stats.groups import (
+    GroupEffects,
+    Pairs,
+    noise_floor,
+    paired_group_effects,
+    worst_candidates,
+)
 from pytest_reliable.stats.multiprompt import avgp, cps, maxp
 from pytest_reliable.stats.paired import (
     ClusteredDifference,
@@ -76,6 +83,7 @@ from pytest_reliable.stats.summaries import Moments, Ranges, bootstrap_ci, momen
 
 # Constants other modules read as ``stats.NAME`` (outside ``__all__``, as in the single module
 # this package replaced).
+from pytest_reliable.stats.groups import LEVEL_METHOD as LEVEL_METHOD
 from pytest_reliable.stats.groups import PAIRED_METHOD as PAIRED_METHOD
 from pytest_reliable.stats.paired import CLUSTER_BOOTSTRAP as CLUSTER_BOOTSTRAP
 from pytest_reliable.stats.reliable_n import N_STAR_METHODS as N_STAR_METHODS
@@ -92,6 +100,7 @@ __all__ = [
     "NStarResult",
     "ORPResult",
     "PairedComparison",
+    "Pairs",
     "ProportionBound",
     "Ranges",
     "SpreadBound",
@@ -125,4 +134,5 @@ __all__ = [
     "sample_std_bound",
     "wilson_bound",
     "wilson_interval",
+    "worst_candidates",
 ]

@@ -7,11 +7,16 @@ package. The method, in brief (`plan_report` prints it with every plan):
 
 - Means: a normal approximation with a design effect for cells of one instance being correlated.
   For N instances with c cells each at true score p and intra-instance correlation rho,
-  ``Var(mean) = p (1 - p) (1 + (c - 1) rho) / (N c)`` (`mean_se`). Group effects are paired
-  within instance: a group's estimate carries the overall mean's variance plus
-  ``p (1 - p) (1 - rho) / m`` for its m cells (`group_se`); a paired difference of two groups
-  ``p (1 - p) (1 - rho) (1/m_a + 1/m_b)`` (`pair_se`). rho is unknown before any call: the main
-  figure assumes `ASSUMED_RHO`, and the range beside it spans rho from 0 to 1.
+  ``Var(mean) = p (1 - p) (1 + (c - 1) rho) / (N c)`` (`mean_se`). rho is unknown before any
+  call: the main figure assumes `ASSUMED_RHO`, and the range beside it spans rho from 0 to 1.
+- Ranges (``min_worst``, ``max_spread``, ``min_median``): by simulation, because no formula is
+  honest about what the gate really needs (every group's bound, every pair's, Holm over all of
+  them): `range_value` runs `RANGE_REPS` seeded gates of the planned design (its layout of
+  groups over cells, ilr or fixed) through the gate's own estimator and bounds
+  (`pytest_reliable.stats.groups`) for the hardest model at each candidate value
+  (`_configuration`), at rho = `ASSUMED_RHO`, and bisects for the value where the policy's
+  outcome has 80% probability. A threshold that does not reach 80% even at the most
+  favourable truth cannot go that way at this size, and the plan says so.
 - The canonical interval (``min_lower_ci``): exact, from the binomial distribution of the
   canonical pass's N first samples through the Wilson lower bound; no assumption about rho.
 - A standard deviation (``max_std``): exact under normality of the per-resampling scores, from
@@ -29,8 +34,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
 from scipy import stats as _sps
 
+from pytest_reliable.stats._validation import FloatArray
+from pytest_reliable.stats import groups as g
+from pytest_reliable.stats.groups import Tally
 from pytest_reliable.stats.proportions import wilson_interval
 from pytest_reliable.vocabulary import DEFAULT_POLICY
 
@@ -51,8 +61,8 @@ class Design:
     k: int = 1
     confidence: float = 0.95
     decide: str = DEFAULT_POLICY
-    group_cells: float | None = None
-    """Cells of the smallest group of the test's grouping (None: no grouping known)."""
+    layout: RangeLayout | None = None
+    """How the cells fall into the test's groups (None: no grouping known)."""
     groups: int = 0
     pairs: int = 0
     hypotheses: int = 1
@@ -67,20 +77,6 @@ def mean_se(p: float, instances: int, cells_per_instance: float, rho: float) -> 
     """Standard error of a mean over ``instances`` x ``cells_per_instance`` correlated cells."""
     c = max(cells_per_instance, 1.0)
     return math.sqrt(max(p * (1 - p), 0.0) * (1 + (c - 1) * rho) / (instances * c))
-
-
-def group_se(p: float, design: Design, rho: float) -> float:
-    """A group's paired estimate: the overall mean's error plus its within-instance deviations."""
-    assert design.group_cells is not None
-    overall = mean_se(p, design.instances, design.resamplings, rho) ** 2
-    within = max(p * (1 - p), 0.0) * (1 - rho) / max(design.group_cells, 1.0)
-    return math.sqrt(overall + within)
-
-
-def pair_se(design: Design, rho: float) -> float:
-    """A paired difference of two smallest groups, at score 0.5 (the largest variance)."""
-    assert design.group_cells is not None
-    return math.sqrt(0.25 * (1 - rho) * 2 / max(design.group_cells, 1.0))
 
 
 def margin_multiplier(decide: str, confidence: float, hypotheses: int) -> float:
@@ -128,17 +124,6 @@ def mean_values(limit: float, se_at: Callable[[float, float], float], multiplier
             for rho in RHOS]
 
 
-def spread_values(limit: float, design: Design, multiplier: float,
-                  toward: int) -> list[float | None]:
-    """``max_spread``'s value at each of `RHOS`: the true difference between the two furthest
-    groups, at score 0.5 (the largest variance); None outside [0, 1]."""
-    values: list[float | None] = []
-    for rho in RHOS:
-        value = limit + toward * multiplier * pair_se(design, rho)
-        values.append(value if 0.0 <= value <= 1.0 else None)
-    return values
-
-
 def lower_ci_needed(limit: float, design: Design) -> int | None:
     """How many of the N canonical answers must be right for the Wilson lower bound to reach
     ``limit`` (None: not even N)."""
@@ -181,3 +166,277 @@ def std_value(limit: float, design: Design) -> float | None:
     else:
         value = limit * math.sqrt(dof / chi2(POWER, dof))
     return float(value)
+
+
+# -- ranges: what the gate really needs, by simulation ------------------------------------------
+RANGE_REPS = 200
+"""Simulated gates behind every range figure (the plan's Monte Carlo error: about +-3% at 80%)."""
+RANGE_SEED = 20_190_000
+"""Fixed: the plan is deterministic (common random numbers across the candidate values)."""
+RANGE_CELLS = 2_000_000
+"""Cells simulated per candidate value at most (fewer repetitions for very large designs)."""
+
+
+@dataclass(frozen=True)
+class RangeLayout:
+    """How a test's cells fall into the groups of its pre-registered grouping.
+
+    ``sizes``: the values of each listed dimension (``group_by="dimensions"`` or a list), or
+    ``formats``: the number of formats (``group_by="formats"``; then ``sizes`` is empty). In ilr
+    every cell draws its variant (each dimension's value) uniformly; in fixed mode every
+    resampling draws one variant (without replacement in passes over the listed ones) for every
+    instance. ``sampled``: fixed mode over a space larger than its resamplings (the gate adds
+    their variant-sampling error).
+    """
+
+    mode: str
+    sizes: tuple[int, ...] = ()
+    formats: int = 0
+    sampled: bool = False
+
+    @property
+    def groups(self) -> int:
+        return self.formats if self.formats else sum(self.sizes)
+
+    @property
+    def pairs(self) -> int:
+        if self.formats:
+            return self.formats * (self.formats - 1) // 2
+        return sum(k * (k - 1) // 2 for k in self.sizes)
+
+
+@dataclass(frozen=True)
+class _Draws:
+    """The common random numbers of one design: labels, instances and cells."""
+
+    tallies: list[Tally]
+    """Per labelling, the bookkeeping of its (reps, n, N) group indexes."""
+    first_rows: list[npt.NDArray[np.int64]]
+    """Per labelling, (reps, n): each resampling's group (fixed mode: rows are whole groups)."""
+    codes: npt.NDArray[np.int64]
+    """(reps, n, N): each cell's variant (an index into the layout's units)."""
+    units: npt.NDArray[np.int64]
+    """(U, D): each variant's value per dimension (or its format, D = 1)."""
+    sticky: npt.NDArray[np.bool_]
+    """(reps, 1, N): instances whose answers are fixed by their difficulty (rho's share)."""
+    instance_u: FloatArray
+    cell_u: FloatArray
+
+
+def _draws(layout: RangeLayout, instances: int, resamplings: int, rho: float,
+           reps: int, seed: int) -> _Draws:
+    rng = np.random.default_rng(seed)
+    sizes = (layout.formats,) if layout.formats else layout.sizes
+    units = np.stack(np.meshgrid(*[np.arange(k) for k in sizes], indexing="ij"),
+                     axis=-1).reshape(-1, len(sizes))
+    shape = (reps, resamplings, instances)
+    if layout.mode == "fixed":
+        passes = -(-resamplings // len(units))
+        rows = np.concatenate([rng.permuted(np.tile(np.arange(len(units)), (reps, 1)), axis=1)
+                               for _ in range(passes)], axis=1)[:, :resamplings]
+        codes = np.broadcast_to(rows[:, :, None], shape)
+    else:
+        codes = rng.integers(0, len(units), size=shape)
+    codes = np.ascontiguousarray(codes)
+    labels = [units[codes[..., 0]][..., d] for d in range(len(sizes))]
+    tallies = [Tally(units[:, d][codes], k) for d, k in enumerate(sizes)]
+    sticky = rng.random((reps, 1, instances)) < rho
+    return _Draws(tallies, labels, codes, units, sticky, rng.random((reps, 1, instances)),
+                  rng.random(shape))
+
+
+def _scores(draws: _Draws, levels: FloatArray) -> FloatArray:
+    """0/1 cells of a model whose variant u scores ``levels[u]`` on average over instances, with
+    intra-instance correlation rho: a share rho of instances answer by their difficulty alone
+    (right when their uniform lies below the level, comonotone across variants), the others
+    draw each cell afresh. Every variant's mean over instances is exactly its level."""
+    level = levels[draws.codes]
+    u = np.where(draws.sticky, draws.instance_u, draws.cell_u)
+    return (u < level).astype(np.float64)
+
+
+def _unit_levels(layout: RangeLayout, draws: _Draws, effects: list[FloatArray],
+                 centre: float) -> FloatArray:
+    """Each variant's level: ``centre`` plus the sum of its values' effects (one array of
+    effects per dimension; for formats, one per format), clipped to [0, 1]."""
+    level = np.full(len(draws.units), centre)
+    for d, effect in enumerate(effects):
+        level = level + effect[draws.units[:, d]]
+    return np.asarray(np.clip(level, 0.0, 1.0), dtype=np.float64)
+
+
+def _configuration(layout: RangeLayout, threshold: str, decide: str, limit: float,
+                   x: float) -> tuple[list[FloatArray], float]:
+    """The hardest model for the policy's outcome whose threshold value is ``x``.
+
+    - pass-on-evidence ``min_worst`` / ``min_median``: every group at x (every bound must clear);
+    - fail-on-evidence ``min_worst``: one group at x, the rest placed so every other group sits
+      exactly at the limit (the only breach is that group); ``min_median``: every group at x;
+    - pass-on-evidence ``max_spread``: every dimension at spread x (half its values x / 2 below
+      the centre 0.5, half above; an odd one out at the centre);
+    - fail-on-evidence ``max_spread``: one pair x apart, no other effect.
+    """
+    sizes = (layout.formats,) if layout.formats else layout.sizes
+    zero = [np.zeros(k) for k in sizes]
+    if threshold in ("min_worst", "min_median"):
+        if decide == "fail-on-evidence" and threshold == "min_worst":
+            k = sizes[0]
+            rest = (k * limit - x) / (k - 1)
+            effects = [np.r_[x - limit, np.full(k - 1, rest - limit)], *zero[1:]]
+            return effects, limit
+        return zero, x
+    if decide == "fail-on-evidence":
+        k = sizes[0]
+        first = np.zeros(k)
+        first[0], first[1] = -x / 2, x / 2
+        return [first, *zero[1:]], 0.5
+    spread = []
+    for k in sizes:
+        half = np.zeros(k)
+        half[: k // 2] = -x / 2
+        half[k - k // 2:] = x / 2
+        spread.append(half)
+    return spread, 0.5
+
+
+def range_outcome_rate(layout: RangeLayout, design: Design, threshold: str, limit: float,
+                       x: float, draws: _Draws) -> float:
+    """The share of simulated gates whose ``threshold`` goes the way ``design.decide`` needs
+    evidence for (passes under pass-on-evidence, fails under fail-on-evidence), for the hardest
+    model at value ``x`` (`_configuration`), through the gate's own estimator and bounds
+    (`stats.groups`). Fail-on-evidence uses Bonferroni over the test's claims (``hypotheses``),
+    which never rejects more than Holm: the figure is on the safe side."""
+    effects, centre = _configuration(layout, threshold, design.decide, limit, x)
+    scores = _scores(draws, _unit_levels(layout, draws, effects, centre))
+    failing = design.decide == "fail-on-evidence"
+    alpha = 1.0 - design.confidence
+    level = 1.0 - alpha / max(design.hypotheses, 1) if failing else design.confidence
+    if threshold == "min_median":  # Bonferroni over the groups that can move the median
+        level = 1.0 - (1.0 - level) / (layout.groups // 2 + 1)
+    outcome = np.full(scores.shape[0], not failing)
+    medians: list[FloatArray] = []
+    sizes = (layout.formats,) if layout.formats else layout.sizes
+    for tally, rows, k in zip(draws.tallies, draws.first_rows, sizes):
+        counts, sums = tally.counts, tally.sums(scores)
+        found = g.fit(counts, sums)
+        cov = g.covariance(found.psi, found.active)
+        if layout.sampled:
+            cov = cov + _row_covariance(scores, rows, k)
+        se = np.sqrt(np.maximum(np.diagonal(cov, axis1=-2, axis2=-1), 0.0))
+        n = found.active[:, None]
+        # As the gate: df from the effective number of instances (`groups.effective_clusters`).
+        df = _effective_df(found.psi, n)
+        if layout.sampled:
+            df = np.minimum(df, max(design.resamplings - 1, 1))
+        cells = counts.sum(axis=-1)
+        inst = (counts > 0).sum(axis=-1).astype(np.float64)
+        # Groups without evidence, as the gate treats them: never rendered, or (a dimension value
+        # in sampled fixed mode) drawn by a single resampling (`GroupEffects.single_draw`).
+        unknown = cells == 0
+        if layout.sampled and not layout.formats:
+            unknown |= (rows[:, :, None] == np.arange(k)).sum(axis=1) < 2
+        if threshold == "max_spread":
+            a, b = np.triu_indices(k, k=1)
+            diff = found.estimates[:, a] - found.estimates[:, b]
+            var = cov[:, a, a] + cov[:, b, b] - 2.0 * cov[:, a, b]
+            pair_se = np.sqrt(np.maximum(var, 0.0))
+            skew = _pair_skew(found.psi, found.active, a, b, var)
+            pair_df = _effective_df(found.psi[:, a] - found.psi[:, b], n)
+            if layout.sampled:
+                pair_df = np.minimum(pair_df, np.minimum(df[:, a], df[:, b]))
+            blind = unknown[:, a] | unknown[:, b]
+            if failing:
+                t = _sps.t.ppf(0.5 + level / 2.0, pair_df)
+                breach = (np.abs(diff) - t * pair_se > limit) & ~blind
+                outcome |= breach.any(axis=1)
+            else:
+                upper = g.spread_upper(diff, pair_se, skew, pair_df, n, level)
+                outcome &= ((upper <= limit + 1e-12) & ~blind).all(axis=1)
+            continue
+        skew = g.skewness(found.psi, found.active)
+        side = +1 if failing else -1
+        with np.errstate(invalid="ignore"):
+            bound = g.level_bound(found.estimates, se, skew, df, n, cells, inst, level, side)
+        # No evidence: a lower bound of 0 (pass-on-evidence), an upper bound of 1 (fail-on-).
+        bound = np.where(unknown, 1.0 if failing else 0.0, bound)
+        if threshold == "min_median":
+            medians.append(bound)
+            continue
+        if failing:
+            outcome |= bound.min(axis=1) < limit
+        else:
+            outcome &= bound.min(axis=1) >= limit - 1e-12
+    if threshold == "min_median":
+        median = np.median(np.concatenate(medians, axis=1), axis=1)
+        outcome = median < limit if failing else median >= limit - 1e-12
+    return float(outcome.mean())
+
+
+def _effective_df(psi: FloatArray, n: FloatArray) -> FloatArray:
+    """The gate's degrees of freedom: effective instances less one, at least 1."""
+    return np.asarray(np.clip(np.minimum(g.effective_clusters(psi), n) - 1.0, 1.0, None),
+                      dtype=np.float64)
+
+
+def _pair_skew(psi: FloatArray, n_active: FloatArray, a: npt.NDArray[np.intp],
+               b: npt.NDArray[np.intp], var: FloatArray) -> FloatArray:
+    """The skewness of each pair's difference of influence values, from moment matrices (no
+    (pairs x instances) array)."""
+    n = np.maximum(n_active, 1.0)[:, None]
+    cube = (psi**3).sum(axis=-1)
+    sq_lin = np.einsum("rki,rji->rkj", psi**2, psi)  # sum psi_k^2 psi_j
+    m3 = (cube[:, a] - 3.0 * sq_lin[:, a, b] + 3.0 * sq_lin[:, b, a] - cube[:, b]) / n
+    m2 = var * np.maximum(n_active - 1.0, 1.0)[:, None]  # var was sum / (N (N - 1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gamma = m3 / m2**1.5
+    return np.where(m2 > 1e-12, gamma, 0.0)
+
+
+def _row_covariance(scores: FloatArray, row_group: npt.NDArray[np.int64], k: int) -> FloatArray:
+    """The jackknife over resamplings of fixed-mode group means (rows are whole groups), batched:
+    what `stats.paired_group_effects(..., resamplings_sampled=True)` adds, in closed form."""
+    reps, n, _ = scores.shape
+    row_mean = scores.mean(axis=-1)  # (reps, n)
+    onehot = (row_group[:, :, None] == np.arange(k)[None, None, :]).astype(np.float64)
+    count = onehot.sum(axis=1)  # (reps, k)
+    total = np.einsum("rn,rnk->rk", row_mean, onehot)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / count
+        left = (total[:, None, :] - row_mean[:, :, None] * onehot) / (count[:, None, :] - onehot)
+    reps_est = np.where(onehot > 0, left, mean[:, None, :])
+    finite = np.isfinite(reps_est)
+    reps_est = np.where(finite, reps_est, 0.0)
+    centre = reps_est.sum(axis=1, keepdims=True) / np.maximum(finite.sum(axis=1, keepdims=True), 1)
+    dev = np.where(finite, reps_est - centre, 0.0)
+    return np.asarray((n - 1) / n * np.einsum("rnk,rnj->rkj", dev, dev), dtype=np.float64)
+
+
+def range_value(layout: RangeLayout, design: Design, threshold: str, limit: float,
+                rho: float = ASSUMED_RHO) -> tuple[float | None, float]:
+    """The threshold value at which the policy's outcome has `POWER` probability for the
+    hardest model (`_configuration`), by bisection over simulated gates with common random
+    numbers; and the outcome's rate at the most favourable value (0 or 1 apart from the limit's
+    side): below `POWER` there, the threshold cannot go that way at this size (value None)."""
+    reps = max(40, min(RANGE_REPS, RANGE_CELLS // max(design.instances * design.resamplings, 1)))
+    draws = _draws(layout, design.instances, design.resamplings, rho, reps, RANGE_SEED)
+    failing = design.decide == "fail-on-evidence"
+    spread = threshold == "max_spread"
+    # The value moves away from the limit toward the side the policy needs evidence for.
+    toward = (-1 if spread else 1) * (-1 if failing else 1)
+    best = 1.0 if toward > 0 else 0.0
+    if threshold == "min_worst" and failing and layout.formats == 0 and layout.sizes:
+        # The rest of the worst value's dimension must stay in [0, 1].
+        k = layout.sizes[0]
+        best = max(best, k * limit - (k - 1) * 1.0)
+    at_best = range_outcome_rate(layout, design, threshold, limit, best, draws)
+    if at_best < POWER:
+        return None, at_best
+    lo, hi = (limit, best) if toward > 0 else (best, limit)
+    for _ in range(9):
+        mid = (lo + hi) / 2.0
+        ok = range_outcome_rate(layout, design, threshold, limit, mid, draws) >= POWER
+        if (toward > 0) == ok:
+            hi = mid
+        else:
+            lo = mid
+    return (hi if toward > 0 else lo), at_best
