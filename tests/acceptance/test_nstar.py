@@ -136,7 +136,7 @@ def test_early_stopping_reports_what_it_ran_and_gives_the_full_runs_verdict(
 ) -> None:
     write_project(pytester, test_file=STOP_TEST, conftest=MOSTLY_RIGHT)
     result, report = run_json(pytester, "--reliable-no-cache")
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=2, failed=1)
     tests = by_test(report)
     stopped, full, uncovered = tests["test_clear_cut"], tests["test_full"], tests["test_uncovered"]
     assert full["stopped_early"] is False and full["stop_reason"] is None
@@ -151,6 +151,10 @@ def test_early_stopping_reports_what_it_ran_and_gives_the_full_runs_verdict(
     # Group ranges have no anytime-valid bound: that gate runs all n and says why.
     assert uncovered["stopped_early"] is False and uncovered["n_resamplings"] == 12
     assert "not covered by anytime-valid bounds: min_worst" in uncovered["stop_reason"]
+    # Its worst group's errors all sit on one of the 5 instances: about one instance's worth of
+    # evidence (effective-cluster degrees of freedom), so min_worst cannot pass on evidence.
+    failing = [t["name"] for t in uncovered["thresholds"] if not t["passed"]]
+    assert failing == ["min_worst"]
 
 
 @pytest.mark.slow
