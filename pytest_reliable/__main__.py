@@ -3,7 +3,9 @@ from its JSON report (``--reliable-report``), with no model call. It loads only 
 (`pytest_reliable.report`): no numpy, no model code. ``python -m pytest_reliable merge SHARD.json
 ... -o REPORT.json``: one report, table, page and exit code from a gate's shards
 (`pytest_reliable.report.merge`). ``python -m pytest_reliable cache merge|export|import``: cached
-answers between stores (`pytest_reliable.store.cli`)."""
+answers between stores (`pytest_reliable.store.cli`). ``python -m pytest_reliable history
+[DIR|--store URL] -o PAGE.html``: the release history page of the kept runs
+(`pytest_reliable.report.history`)."""
 
 from __future__ import annotations
 
@@ -31,10 +33,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     page.add_argument("-o", "--output", type=Path, metavar="PAGE.html",
                       help="where to write the page (default: REPORT.html next to REPORT.json)")
     add_merge_command(commands)
+    add_history_command(commands)
     add_cache_command(commands)
     args = parser.parse_args(argv)
     if args.command == "merge":
         return run_merge(parser, args)
+    if args.command == "history":
+        return run_history(parser, args)
     if args.command == "cache":
         # Only now: the viewer's command above must not load the store's modules.
         from pytest_reliable.store.cli import run_cache
@@ -110,6 +115,52 @@ def run_merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     print(f"{blocking} of {len(tests)} tests failed or errored: the gate "
           + ("blocks the release (exit 1)" if code else "passes (exit 0)"))
     return code
+
+
+def add_history_command(commands: Any) -> None:
+    history = commands.add_parser(
+        "history", help="the release history page of the kept runs",
+        description="Draw, per test across the runs kept by --reliable-history (a directory, or "
+                    "the store), the canonical score with its interval and the format "
+                    "min/median/max, marking the runs whose gate failed.")
+    history.add_argument("directory", type=Path, nargs="?", metavar="DIR",
+                         help="the directory given to --reliable-history")
+    history.add_argument("--store", metavar="URL",
+                         help="read the runs kept in this store (postgresql://USER@HOST:PORT/"
+                              "DATABASE) instead of a directory")
+    history.add_argument("-o", "--output", type=Path, required=True, metavar="PAGE.html")
+
+
+def run_history(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pytest_reliable.report.history import runs_of, write_history
+    from pytest_reliable.store.reports import HistoryError, read_dir, read_store
+
+    prog = f"{parser.prog} history"
+    if (args.directory is None) == (args.store is None):
+        parser.exit(2, f"{prog}: error: give the history's directory (DIR) or --store URL, "
+                       "one of them.\n")
+    where = str(args.directory) if args.store is None else "the store"
+    try:
+        if args.store is not None:
+            from pytest_reliable.store import parse_store_url
+
+            reports = read_store(parse_store_url(args.store))
+        else:
+            reports = read_dir(args.directory)
+    except (HistoryError, ValueError) as error:
+        parser.exit(2, f"{prog}: error: {error}\n")
+    if not reports:
+        parser.exit(2, f"{prog}: error: no kept runs in {where}: run pytest with "
+                       "--reliable-history DIR (and --reliable-store) to keep them.\n")
+    try:
+        write_history(reports, args.output)
+    except OSError as error:
+        parser.exit(2, f"{prog}: error: cannot write {args.output} ({error.strerror}): give a "
+                       "path in a writable directory.\n")
+    runs = runs_of(reports)
+    print(f"wrote {args.output}: {len(runs)} runs from {where}, "
+          f"{sum(run.failed for run in runs)} with a failed gate")
+    return 0
 
 
 def add_cache_command(commands: Any) -> None:

@@ -295,11 +295,11 @@ def test_without_the_extra_the_usage_error_names_it(
 def test_a_store_written_by_a_newer_plugin_stops_the_run(
     pytester: pytest.Pytester, postgres_server: TemporaryPostgres, postgres_url: str
 ) -> None:
-    from pytest_reliable.store.postgres import PostgresStore
+    from pytest_reliable.store.postgres import SCHEMA_VERSION, PostgresStore
 
     PostgresStore(postgres_url).close()
-    postgres_server.execute(database(postgres_url),
-                            "UPDATE reliable_meta SET value = '2' WHERE key = 'schema_version'")
+    postgres_server.execute(database(postgres_url), "UPDATE reliable_meta SET value = "
+                            f"'{SCHEMA_VERSION + 1}' WHERE key = 'schema_version'")
     code, text = run_start(pytester, f"--reliable-store={postgres_url}")
     assert code == pytest.ExitCode.USAGE_ERROR, text
     assert "newer pytest-reliable" in text and "upgrade" in text and PASSWORD not in text
