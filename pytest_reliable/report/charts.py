@@ -282,7 +282,7 @@ def history_chart(runs: Sequence[tuple[str, float | None, float | None, float | 
         elif formats is None:
             body.append(f'<text x="{_f(middle)}" y="{_f(bottom - 6)}" text-anchor="middle" '
                         'class="muted">-</text>')
-        if index % every == 0 or index == len(runs) - 1:
+        if index % every == 0:
             body.append(f'<text x="{_f(middle)}" y="{bottom + 14}" text-anchor="middle" '
                         f'class="muted">{svg_label(name, 14)}</text>')
     body.append(f'<text x="{_f((left + width - right) / 2)}" y="{height - 8}" '

@@ -47,8 +47,8 @@ class Run:
         return any(entry.get("verdict") in BLOCKING for entry in self.tests.values())
 
     def label(self) -> str:
-        commit = min(self.commits)[:7] if self.commits else ""
-        return " ".join(part for part in (self.created[:10], commit) if part) or self.run_id
+        """The run under the chart's axis: its date, else its run id."""
+        return self.created[:10] or self.run_id
 
 
 def runs_of(reports: Iterable[Mapping[str, Any]]) -> list[Run]:
@@ -139,16 +139,18 @@ def _test_section(index: int, nodeid: str, name: str, runs: Sequence[Run]) -> st
     rows = []
     for run in reversed(kept):
         entry = run.tests[nodeid]
+        commit = ", ".join(c[:12] for c in sorted(run.commits)) or "-"
         score, low, high = _score(entry)
         formats = _formats(entry)
         interval = f" [{_num(low)}, {_num(high)}]" if low is not None and high is not None else ""
         rows.append([
-            _text(run.label()), _text(run.run_id, 80), _badge(entry.get("verdict")),
+            _text(run.created or "not reported"), _text(run.run_id, 80),
+            f"<code>{_text(commit)}</code>", _badge(entry.get("verdict")),
             (_num(score) + interval) if score is not None else "-",
             "/".join(_num(v) for v in formats) if formats else "-",
         ])
-    table = _table(["run", "run id", "verdict", "canonical [interval]",
-                    "formats min/median/max"], rows, numeric=(3, 4), text=(1,))
+    table = _table(["date", "run id", "git commit", "verdict", "canonical [interval]",
+                    "formats min/median/max"], rows, numeric=(4, 5), text=(1,))
     latest = kept[-1].tests[nodeid].get("verdict") if kept else None
     return (f'<section class="history" id="test-{index}"><h2>{_text(name)} {_badge(latest)}</h2>'
             f'<p class="caption">{_text(nodeid)}: kept in {len(kept)} runs, the gate failed in '
