@@ -69,8 +69,10 @@ class ReliableState:
         if settings.html_path is not None and not self.is_worker:
             checks.check_writable_or_usage_error("--reliable-html", settings.html_path)
         if settings.history is not None and not self.is_worker:
-            checks.check_writable_or_usage_error("--reliable-history",
-                                                 settings.history / "run.json")
+            from pytest_reliable.store.reports import history_dir_problem
+
+            if problem := history_dir_problem(settings.history):
+                raise pytest.UsageError(f"--reliable-history={settings.history}: {problem}.")
         self.spaces: dict[str, Space] = checks.load_spaces_or_usage_error(settings.config_file)
         self._opened_store = checks.check_store_or_usage_error(settings)
         try:

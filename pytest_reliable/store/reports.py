@@ -15,6 +15,7 @@ back, each checked by `report.load.load_report`; `report.history` draws them.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import uuid
@@ -31,6 +32,19 @@ UNSAFE_IN_NAMES = re.compile(r"[^A-Za-z0-9._-]+")
 
 class HistoryError(Exception):
     """A history that cannot be read; the message names the place and the fix."""
+
+
+def history_dir_problem(directory: Path) -> str | None:
+    """Why ``--reliable-history`` cannot keep reports in ``directory`` (checked at start-up, so a
+    run never finds out at its end), or None."""
+    if directory.exists() and not directory.is_dir():
+        return f"{directory} is a file: give a directory (it is made when missing)"
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not a writable directory: give a directory you can write"
+    return None
 
 
 def git_commit(root: Path) -> str | None:
