@@ -21,7 +21,6 @@ from typing import Any
 
 from pytest_reliable.files import write_atomic
 from pytest_reliable.report.charts import history_chart
-from pytest_reliable.report.entries import json_safe
 from pytest_reliable.report.format import short_nodeids
 from pytest_reliable.report.html import CSP, CSS, _badge, _is_num, _num, _table, _text
 
@@ -53,7 +52,9 @@ class Run:
 
 def runs_of(reports: Iterable[Mapping[str, Any]]) -> list[Run]:
     """The kept reports as runs, oldest first (by date, then run id)."""
-    parts = sorted((json_safe(dict(r)) for r in reports if isinstance(r, Mapping)),
+    # Only the fields read below are used, each checked as it is read (no json_safe copy of
+    # every report: a history holds hundreds).
+    parts = sorted((r for r in reports if isinstance(r, Mapping)),
                    key=lambda r: (_string(r.get("created")), _string(r.get("run_id"))))
     runs: dict[str, Run] = {}
     for report in parts:
