@@ -83,7 +83,12 @@ def run_merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         summary_table,
         write_report,
     )
-    from pytest_reliable.report.merge import ShardMismatch, exit_code, merge_reports
+    from pytest_reliable.report.merge import (
+        BLOCKING_VERDICTS,
+        ShardMismatch,
+        exit_code,
+        merge_reports,
+    )
 
     prog = f"{parser.prog} merge"
     try:
@@ -111,7 +116,7 @@ def run_merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     for path in written:
         print(f"wrote {path}")
     code = exit_code(report)
-    blocking = sum(entry.get("verdict") in ("failed", "error") for entry in tests)
+    blocking = sum(entry.get("verdict") in BLOCKING_VERDICTS for entry in tests)
     print(f"{blocking} of {len(tests)} tests failed or errored: the gate "
           + ("blocks the release (exit 1)" if code else "passes (exit 0)"))
     return code

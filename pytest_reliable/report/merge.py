@@ -61,10 +61,10 @@ def merge_reports(paths: Sequence[str | Path]) -> dict[str, Any]:
     for path, shard in shards[1:]:
         for field, fix in MATCHED_FIELDS.items():
             if shard.get(field, _MISSING) != first.get(field, _MISSING):
+                theirs, ours = shard.get(field, _MISSING), first.get(field, _MISSING)
                 raise ShardMismatch(
-                    f"{path}: {field} is {_shown(shard.get(field, _MISSING), 80)}, but "
-                    f"{first_path} has {_shown(first.get(field, _MISSING), 80)}: merge only the shards of one "
-                    f"gate run ({fix}).")
+                    f"{path}: {field} is {_shown(theirs, 80)}, but {first_path} has "
+                    f"{_shown(ours, 80)}: merge only the shards of one gate run ({fix}).")
     tests = _combined_tests(shards)
     seed = first.get("seed")
     report = build_report(tests, seed=seed if isinstance(seed, int) else 0, model=None,
@@ -72,8 +72,8 @@ def merge_reports(paths: Sequence[str | Path]) -> dict[str, Any]:
     if "seed" not in first:
         del report["seed"]
     versions = {shard.get("pytest_reliable_version") for _, shard in shards}
-    report["pytest_reliable_version"] = versions.pop() if len(versions) == 1 and None not in \
-        versions else __version__
+    shared_version = versions.pop() if len(versions) == 1 else None
+    report["pytest_reliable_version"] = shared_version or __version__
     report["schema_version"] = first["schema_version"]
     latest = _latest_created(shard.get("created") for _, shard in shards)
     if latest is not None:
