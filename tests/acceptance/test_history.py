@@ -148,6 +148,8 @@ def test_a_hostile_history_page_runs_nothing_in_a_real_browser(tmp_path: Path) -
     page = render_history(hostile_reports())
     assert "<img" not in page and "<script" not in page.lower() and "<b>" not in page
     assert "&lt;/script&gt;&lt;img" in page
+    # Self-contained: no element loads or links anything (the SVG namespace is a name, not a load).
+    assert not re.search(r"<[^>]*\b(?:src|href|srcset)\s*=", page)
     assert page.count('class="failed-mark"') == 2  # the failed and the errored run
     path = tmp_path / "history.html"
     path.write_text(page, encoding="utf-8")
