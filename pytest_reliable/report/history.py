@@ -163,7 +163,10 @@ def render_history(reports: Iterable[Mapping[str, Any]]) -> str:
     """The whole page, as text; the same kept reports give the same bytes."""
     runs = runs_of(reports)
     nodeids = sorted({nodeid for run in runs for nodeid in run.tests})
-    names = short_nodeids(nodeids)
+    try:
+        names = short_nodeids(nodeids)
+    except ValueError:  # node ids that mix absolute and relative paths (os.path.commonpath)
+        names = {nodeid: nodeid for nodeid in nodeids}
     failed = sum(run.failed for run in runs)
     title = f"pytest-reliable release history: {len(runs)} runs, {failed} failed"
     css = f"{CSS}\n{HISTORY_CSS}"
