@@ -205,6 +205,9 @@ OPTIONS = (
            "Default: the CI's run id (GITHUB_RUN_ID+GITHUB_RUN_ATTEMPT, CI_PIPELINE_ID, "
            "BUILDKITE_BUILD_ID, CIRCLE_WORKFLOW_ID), else one per pytest session."),
     Option("report", "write the JSON report to this path.", kind="path"),
+    Option("history", "keep each run's JSON report in this directory for the release history "
+           "(python -m pytest_reliable history DIR -o PAGE.html), named by run id, with the "
+           "git commit; with --reliable-store also in the store.", kind="path"),
     Option("html", "write the HTML report (one self-contained page) to this path.", kind="path"),
     Option("config", "the space declarations (default reliable.yaml in the rootdir).", kind="path"),
     Option("lock", "stop before any model call if a declared space differs from reliable.lock.",

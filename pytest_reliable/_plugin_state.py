@@ -70,6 +70,11 @@ class ReliableState:
         checks.check_batch_or_usage_error(settings)
         if settings.html_path is not None and not self.is_worker:
             checks.check_writable_or_usage_error("--reliable-html", settings.html_path)
+        if settings.history is not None and not self.is_worker:
+            from pytest_reliable.store.reports import history_dir_problem
+
+            if problem := history_dir_problem(settings.history):
+                raise pytest.UsageError(f"--reliable-history={settings.history}: {problem}.")
         self.spaces: dict[str, Space] = checks.load_spaces_or_usage_error(settings.config_file)
         self._opened_store = checks.check_store_or_usage_error(settings)
         try:
@@ -187,12 +192,39 @@ class ReliableState:
         )
         if report_path is not None:
             write_report(report, report_path)
+        if self.settings.history is not None and self.entries:
+            self.keep_in_history(report)
         if html_path is not None:
             from pytest_reliable.report.html import write_html
 
             write_html(report, html_path)
         if os.environ.get("GITHUB_STEP_SUMMARY") and self.entries:
             append_github_step_summary(report, columns=self.table_columns(), html_path=html_path)
+
+    def keep_in_history(self, report: dict[str, Any]) -> None:
+        """``--reliable-history``: the run's report kept in the directory (and the store). A copy
+        that cannot be kept is said, not fatal: the run's own reports are written already."""
+        from pytest_reliable.store import reports
+
+        kept = reports.kept_report(report, run_id=self.settings.run_id,
+                                   commit=reports.git_commit(self.config.rootpath))
+        assert self.settings.history is not None
+        said = []
+        try:
+            said.append(f"kept in {reports.keep_in_dir(self.settings.history, kept)}")
+        except OSError as error:
+            said.append(f"NOT kept in {self.settings.history} ({error.strerror})")
+        if self.settings.store_url is not None and self._opened_store is not None:
+            from pytest_reliable.store import StoreUnavailable
+
+            try:
+                reports.keep_in_store(self._opened_store, kept)
+                said.append("and in the store")
+            except StoreUnavailable as error:
+                said.append(f"NOT kept in the store ({error}): copy the file in later")
+        writer = self.config.pluginmanager.get_plugin("terminalreporter")
+        if writer is not None:
+            writer.write_line(f"reliable history: run {kept['run_id']} " + " ".join(said))
 
 
 def state_of(config: pytest.Config) -> ReliableState:

@@ -78,6 +78,8 @@ class Settings:
     baseline_report: Path | None = None
     report_path: Path | None = None
     """``--reliable-report``: the JSON report to write (None: none)."""
+    history: Path | None = None
+    """``--reliable-history``: the directory that keeps each run's JSON report (None: none)."""
     html_path: Path | None = None
     """``--reliable-html``: the HTML page to write (None: none)."""
     config_path: Path | None = None

@@ -228,3 +228,63 @@ def line_chart(series: list[tuple[str, list[tuple[float, float]], str, bool]],
         body.append(f'<text x="{legend_x + 26}" y="{top - 14}">{svg_label(name, 50)}</text>')
         legend_x += 40 + 7 * len(name)
     return _svg(width, height, label, body)
+
+
+def history_chart(runs: Sequence[tuple[str, float | None, float | None, float | None,
+                                       tuple[float, float, float] | None, bool]],
+                  label: str) -> str:
+    """The release history of one test: a column per run in time order of (run label, canonical
+    score, its interval low, high, the format range (min, median, max), the gate failed). The
+    canonical score is a dot with its interval as a whisker; the format range a bar from min to
+    max with a tick at the median, beside it; a failed run's column is shaded and marked."""
+    width, height, left, right, top, bottom = 860, 300, 44, 16, 34, 236
+    step = (width - left - right) / max(len(runs), 1)
+    y = _Scale(0.0, 1.0, bottom, top)
+    body: list[str] = []
+    for tick in _ticks(0.0, 1.0, 4):
+        body.append(f'<line x1="{left}" y1="{_f(y(tick))}" x2="{width - right}" '
+                    f'y2="{_f(y(tick))}" stroke="{COLORS["grid"]}"/>')
+        body.append(f'<text x="{left - 6}" y="{_f(y(tick) + 4)}" text-anchor="end" '
+                    f'class="muted">{tick_label(tick)}</text>')
+    legend = [("canonical score and its interval", COLORS["main"]),
+              ("formats min / median / max", COLORS["second"]),
+              ("gate failed", COLORS["limit"])]
+    legend_x = left
+    for name, color in legend:
+        body.append(f'<rect x="{legend_x}" y="8" width="10" height="10" fill="{color}"/>')
+        body.append(f'<text x="{legend_x + 14}" y="17">{svg_label(name)}</text>')
+        legend_x += 30 + 6 * len(name)
+    every = max(1, math.ceil(len(runs) / 12))  # at most about 12 run labels under the axis
+    for index, (name, score, low, high, formats, failed) in enumerate(runs):
+        x0 = left + step * index
+        middle = x0 + step / 2
+        offset = min(step / 5, 8.0)
+        if failed:
+            body.append(f'<rect class="failed-run" x="{_f(x0 + 1)}" y="{top}" '
+                        f'width="{_f(max(step - 2, 1.0))}" height="{bottom - top}" '
+                        f'fill="{COLORS["limit"]}" fill-opacity="0.10"/>')
+            body.append(f'<text class="failed-mark" x="{_f(middle)}" y="{top + 11}" '
+                        f'text-anchor="middle" fill="{COLORS["limit"]}">\u2715</text>')
+        if formats is not None:
+            lo, median, hi = formats
+            x = _f(middle + offset)
+            body.append(f'<line x1="{x}" y1="{_f(y(lo))}" x2="{x}" y2="{_f(y(hi))}" '
+                        f'stroke="{COLORS["second"]}" stroke-width="4" stroke-opacity="0.6"/>')
+            body.append(f'<line x1="{_f(middle + offset - 5)}" y1="{_f(y(median))}" '
+                        f'x2="{_f(middle + offset + 5)}" y2="{_f(y(median))}" '
+                        f'stroke="{COLORS["second"]}" stroke-width="2"/>')
+        if score is not None:
+            x = _f(middle - offset)
+            if low is not None and high is not None:
+                body.append(f'<line x1="{x}" y1="{_f(y(low))}" x2="{x}" y2="{_f(y(high))}" '
+                            f'stroke="{COLORS["main"]}" stroke-width="1.5"/>')
+            body.append(f'<circle cx="{x}" cy="{_f(y(score))}" r="3.5" fill="{COLORS["main"]}"/>')
+        elif formats is None:
+            body.append(f'<text x="{_f(middle)}" y="{_f(bottom - 6)}" text-anchor="middle" '
+                        'class="muted">-</text>')
+        if index % every == 0:
+            body.append(f'<text x="{_f(middle)}" y="{bottom + 14}" text-anchor="middle" '
+                        f'class="muted">{svg_label(name, 14)}</text>')
+    body.append(f'<text x="{_f((left + width - right) / 2)}" y="{height - 8}" '
+                'text-anchor="middle" class="muted">kept runs, oldest first</text>')
+    return _svg(width, height, label, body)

@@ -15,8 +15,10 @@ store can share a database with other things:
   process, so a claim dies with its holder's connection: a killed host never blocks the others.
 
 Schema version 2 (SPEC section 13) adds ``reliable_budget.usd`` and ``reliable_batches`` (the
-pending batch of a run, by name). Planned, not created yet: schema version 3 adds ``reliable_reports`` (run id, model, git commit,
-date, the JSON report) for the release history; `MIGRATIONS` is where it goes.
+pending batch of a run, by name). Schema version 3 adds:
+- ``reliable_reports`` (schema version 3): the kept JSON reports of the release history
+  (``--reliable-history`` with a store), one row per pytest session: the run id, a part id (the
+  shards of one run each keep their own), the date, model and git commit (`store.reports`).
 
 Faults: at start-up every failure to connect is a `StoreUsageError` naming host, port and the fix
 (unreachable, wrong password, missing database, missing privilege, missing extra); mid-run a
@@ -46,7 +48,7 @@ from pytest_reliable.store.base import (
 from pytest_reliable.store.claims import Claims
 
 EXTRA = 'pip install "pytest-reliable[postgres]"'
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 CONNECT_TIMEOUT_S = 10
 POOL_WAIT_S = 5.0
 """Mid-run: how long a query waits for a connection before the store counts as lost (for now)."""
@@ -75,6 +77,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         " DEFAULT 0",
         "CREATE TABLE IF NOT EXISTS reliable_batches ("
         " name TEXT PRIMARY KEY, batch_id TEXT NOT NULL, created DOUBLE PRECISION NOT NULL)",
+    ),
+    3: (
+        # The report is JSON written with ensure_ascii (no NUL, no lone surrogate reaches TEXT).
+        "CREATE TABLE IF NOT EXISTS reliable_reports ("
+        " run_id TEXT NOT NULL, part TEXT NOT NULL, created TEXT, model TEXT, git_commit TEXT,"
+        " report TEXT NOT NULL, kept DOUBLE PRECISION NOT NULL, PRIMARY KEY (run_id, part))",
     ),
 }
 """Statements that bring the schema from version N-1 to N, applied in order on first use."""
@@ -332,6 +340,23 @@ class PostgresStore(Store):
                 return
             last = found[-1][0]
             yield [row_from_postgres(values) for values in found]
+
+    # -- kept reports (the release history, `store.reports`) ----------------------------------
+    def keep_report(self, run_id: str, part: str, created: str | None, model: str | None,
+                    git_commit: str | None, report_json: str) -> None:
+        """One session's JSON report; `StoreUnavailable` when the database cannot take it."""
+        self._query("INSERT INTO reliable_reports(run_id, part, created, model, git_commit, "
+                    "report, kept) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (run_id, part)"
+                    " DO UPDATE SET report = EXCLUDED.report, kept = EXCLUDED.kept",
+                    (run_id, part, created, model, git_commit, report_json, time.time()))
+
+    def kept_reports(self) -> list[str]:
+        """Every kept report's JSON text, in the order they were kept."""
+        if not self.has_schema or \
+                self._query("SELECT to_regclass('reliable_reports')")[0][0] is None:
+            return []  # a replay-only reader creates nothing; a version 1 store kept none
+        return [str(row[0]) for row in
+                self._query("SELECT report FROM reliable_reports ORDER BY kept, run_id, part")]
 
 
 def row_to_postgres(row: AnswerRow) -> tuple[Any, ...]:
