@@ -11,9 +11,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+import numpy  # noqa: F401  (see below)
 import pytest
 
 from pytest_reliable.testing.postgres import PostgresNotFound, TemporaryPostgres
+
+# numpy is imported here, before any in-process pytester run: pytester restores sys.modules after
+# each run, and numpy's C extension cannot be loaded twice in one process. The plugin imports numpy
+# only once a reliable test needs it, so without this the first in-process run that needs it
+# would leave numpy half-unloaded for every later one (an order-dependent ImportError).
 
 
 def _missing(reason: str) -> None:

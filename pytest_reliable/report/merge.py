@@ -7,8 +7,8 @@ shards wrote them, never recomputed. The shards must belong to one run of one ga
 field). A test may appear in two shards (a split that overlaps) only with the same entries; one
 whose entries differ is refused, since the merged report could not say which one decided. "The
 same" leaves out what SPEC section 10 says depends on what ran first: the made/cached split of
-``calls`` (and the tokens of the calls made), so a test run again where its answers were cached
-is the same test; its cells (made + cached) must still agree. The first shard's entry is kept.
+``calls`` (and the tokens of the calls made) and of ``cost`` (paid now or saved by the cache), so
+a test run again where its answers were cached is the same test; its cells (made + cached) must still agree. The first shard's entry is kept.
 
 The merged report has the same top-level fields a single run writes:
 
@@ -115,13 +115,19 @@ def _comparable(entries: list[Entry]) -> list[str]:
 
 
 def _without_call_split(entry: Any) -> Any:
-    """The entry with ``calls`` reduced to the cells it covered (made + cached)."""
-    calls = entry.get("calls")
-    if not isinstance(calls, dict):
-        return entry
-    cells = sum(value for key in ("made", "cached")
-                if isinstance(value := calls.get(key), int))
-    return {**entry, "calls": {"made + cached": cells}}
+    """The entry with ``calls`` reduced to the cells it covered (made + cached), and ``cost`` to
+    what those cells cost in all (paid now + saved by the cache): both splits depend on what ran
+    first."""
+    calls, cost = entry.get("calls"), entry.get("cost")
+    reduced = dict(entry)
+    if isinstance(calls, dict):
+        reduced["calls"] = {"made + cached": sum(
+            value for key in ("made", "cached") if isinstance(value := calls.get(key), int))}
+    if isinstance(cost, dict):
+        reduced["cost"] = {"usd + cached_usd_saved": round(sum(
+            value for key in ("usd", "cached_usd_saved")
+            if isinstance(value := cost.get(key), int | float)), 6)}
+    return reduced
 
 
 def _difference(left: list[Entry], right: list[Entry]) -> str:
