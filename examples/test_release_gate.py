@@ -14,8 +14,9 @@ variants). Each test decides its thresholds on evidence (SPEC section 11), each 
   passes on it, the release bar below fails on it).
 
 What the gate finds: at its canonical prompt the model reads sentiment (about 0.8 right, clearly
-above the 0.5 of a coin), but averaged over the 128 rewordings it is at chance. The canonical
-number is a property of one prompt, not of the model: that is what the gate is for.
+above the 0.5 of a coin), but averaged over the 128 rewordings it is at chance, and sampled at
+0.7 it reads few reviews right four times in a row. The canonical number is a property of one
+prompt at temperature 0, not of the model: that is what the gate is for.
 
 How the limits were set (before the runs, never moved to fit one): from `python -m pytest
 --reliable-plan` (what each threshold can resolve at this size, quoted per test) and from a survey
@@ -54,17 +55,21 @@ def test_adjective_order_is_refused_at_chance(reliable, adjectives, multiple_cho
     reliable.evaluate(adjectives[:50], multiple_choice)
 
 
-# At a production temperature (0.7), 4 samples per review. With two labels a coin has pass@4 =
-# 0.94 and pass^4 = 0.06, so pass@4 only catches reviews that are never read right (a systematic
-# error: min_pass_at_k=0.6 passes with 80% probability only if the true pass@4 >= 0.74), and pass^4
-# (right 4 times of 4) is the number that separates a reader from a guesser: min_pass_hat_k=0.15
-# (the plan: passes with 80% probability only if the true pass^4 >= 0.30, 5x a coin's 0.06).
-# No survey at 0.7 was made: the limits sit below what 49 of 60 greedy answers right imply
-# (pass^4 about 0.4 if a review read right at 0 stays right 4 times in 5 at 0.7).
-@pytest.mark.reliable(space="sentiment", n=1, temperature=0.7, k=4, min_pass_at_k=0.6,
-                      min_pass_hat_k=0.15)
+# At a production temperature (0.7), 4 samples per review: pass@1 beside pass@4 and pass^4 (right
+# 4 times of 4). With two labels a coin has pass@4 = 0.94 and pass^4 = 0.06, so pass^4 is the
+# number that separates a reader from a guesser. The bar: a product that answers each customer
+# once at 0.7 needs a review read right every time, here at least half the reviews right 4 of 4
+# (the plan: passes with 80% probability only if the true pass^4 >= 0.65).
+# History, plainly: this test was first written to pass, with limits set before any run at 0.7
+# (min_pass_at_k=0.6, min_pass_hat_k=0.15, from the greedy 49 of 60); the first fresh run measured
+# pass@1 0.60, pass@4 0.97, pass^4 0.15 (lower bound 0.09) and failed it. Lowering the limit
+# until it passes would be the mistake issue 20 names (0.05 would pass a coin). What the data
+# show is that sampling at 0.7 undoes most of the greedy answer's reading, so the test is now the
+# release bar the model misses by far (0.15 against 0.5), a strict xfail.
+@pytest.mark.xfail(strict=True, reason="at temperature 0.7 few reviews are read right 4 times of "
+                   "4 (pass^4 far below 0.5): the answers are not consistent enough to ship")
+@pytest.mark.reliable(space="sentiment", n=1, temperature=0.7, k=4, min_pass_hat_k=0.5)
 def test_sentiment_at_production_temperature(reliable, reviews, sentiment):
-    """pass@1 beside pass@4 and pass^4 (all four samples right)."""
     report = reliable.evaluate(reviews, sentiment)
     # pass^k can only fall as k grows and pass@k only rise: a sanity check a test may add.
     assert report.pass_hat_k <= report.pass_at_1 <= report.pass_at_k
