@@ -15,6 +15,13 @@ DATA = Path(__file__).parent / "data"
 
 @pytest.fixture(scope="session")
 def reviews() -> Dataset:
+    """60 product reviews written for this project (data/README.md), 30 positive, 30 negative."""
+    return Dataset.from_file(DATA / "reviews.jsonl")
+
+
+@pytest.fixture(scope="session")
+def eight_reviews() -> Dataset:
+    """The CheckList tests' eight reviews (test_checklist.py says why they stay on these)."""
     return Dataset.from_file(DATA / "sentiment.jsonl")
 
 
@@ -30,7 +37,8 @@ def movies() -> Dataset:
 
 @pytest.fixture(scope="session")
 def adjectives() -> Dataset:
-    """100 real BIG-Bench Hard hyperbaton instances: which adjective order is correct (2 options)."""
+    """100 real BIG-Bench Hard hyperbaton instances: which adjective order is correct (2 options).
+    The model is at chance on them: test_release_gate.py shows the gate refusing it."""
     return Dataset.from_bbh(DATA / "bbh" / "hyperbaton.json")
 
 

@@ -279,10 +279,15 @@ def _read_yaml(path: Path, text: str) -> tuple[list[Record], list[str]]:
 
 
 _OPTION_LINE = re.compile(r"^\(([A-Z])\)\s?(.*)$")
+# A field label some BBH inputs carry (web_of_lies: "Question: Sherrie tells the truth. ..."). The
+# prompt's own field marker labels the question, so the label is dropped here: kept, a marker
+# "Question:" rendered "Question: Question: ...", and "Q:" rendered "Q: Question: ...".
+_QUESTION_LABEL = re.compile(r"^\s*Question:\s*")
 
 
 def bbh_record(text: str, target: str, where: str = "BBH example") -> Record:
     """One BBH example as a MultipleChoice record (or Generation-shaped without options)."""
+    text = _QUESTION_LABEL.sub("", text, count=1)
     head, sep, tail = text.rpartition("\nOptions:\n")
     if not sep:
         return {"question": text, "reference": target}

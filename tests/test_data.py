@@ -102,6 +102,28 @@ def test_from_bbh_without_options_is_generation_shaped() -> None:
     assert data[0] == {"question": "not ( True ) and ( True ) is", "reference": "False"}
 
 
+def test_from_bbh_drops_the_question_label_the_prompt_adds_itself(tmp_path: Path) -> None:
+    """BBH's web_of_lies inputs start with "Question:"; the prompt's field marker labels the
+    question, so kept it rendered "Question: Question: ..." at the default canonical variant."""
+    from pytest_reliable.render import render
+    from pytest_reliable.space import Space
+
+    path = tmp_path / "web_of_lies.json"
+    path.write_text(json.dumps({"examples": [
+        {"input": "Question: Ann lies. Bo says Ann lies. Does Bo tell the truth?", "target": "Yes"},
+        {"input": "Ann lies. Question: does Bo?\nOptions:\n(A) Yes\n(B) No", "target": "(B)"},
+    ]}))
+    data = Dataset.from_bbh(path)
+    assert data[0] == {"question": "Ann lies. Bo says Ann lies. Does Bo tell the truth?",
+                       "reference": "Yes"}
+    assert data[1]["question"] == "Ann lies. Question: does Bo?"  # only a leading label goes
+    space = Space.default()
+    content = render(space, space.canonical_variant(), data[0], Generation("exact"),
+                     []).messages[-1]["content"]
+    assert content.count("Question:") == 1, content
+    assert "Question: Ann lies." in content
+
+
 def test_from_bbh_errors(tmp_path: Path) -> None:
     path = tmp_path / "x.json"
     path.write_text(json.dumps({"examples": [{"input": "q\nOptions:\n(A) a\n(B) b",
