@@ -63,11 +63,8 @@ class ReliableState:
         self.baseline_usage_errors = False
 
         checks.check_api_key(settings)
-        if settings.report_path is not None:
-            checks.check_report_path(settings.report_path)
         checks.check_config_path(settings)
-        if settings.html_path is not None and not self.is_worker:
-            checks.check_writable_or_usage_error("--reliable-html", settings.html_path)
+        checks.check_output_paths(settings, config)
         self.spaces: dict[str, Space] = checks.load_spaces_or_usage_error(settings.config_file)
         self._opened_store = checks.check_store_or_usage_error(settings)
         try:

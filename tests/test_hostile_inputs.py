@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+# In-process runs import numpy and scipy, which cannot be loaded twice: loaded once here, pytester's
+# module snapshot keeps them between runs (the file also passes on its own).
+import pytest_reliable.session  # noqa: F401
 from tests.acceptance.helpers import DATASET, RELIABLE_YAML
 
 # The model leaves a file behind when it is called: input this bad must never reach it.
@@ -400,3 +403,118 @@ def test_the_budget_counts_every_attempt_sent_also_those_abandoned_at_the_timeou
     assert 0 < sent <= 12, (sent, text)
     assert "--reliable-budget 12calls is spent for the whole run" in text, text
     assert_no_leak(text)
+
+
+# == Output paths: issue 20 items 1 and 2 ========================================================
+# An output never replaces a device, a directory or a link, and never lands on another output, an
+# input or a file of the plugin's: the run stops at start with a usage error naming both.
+def _gate_project(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_hostile=EVALUATE.replace("{dataset!r}", repr(DATASET)))
+
+
+def _usage_error(result: pytest.RunResult, *fragments: str) -> str:
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, text
+    for fragment in fragments:
+        assert fragment in text, (fragment, text)
+    assert_no_leak(text)
+    return text
+
+
+def test_a_report_over_the_cache_is_refused_and_the_paid_answers_stay(
+    pytester: pytest.Pytester,
+) -> None:
+    _gate_project(pytester)
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    cache = pytester.path / ".reliable" / "cache.sqlite"
+    answers = cache.read_bytes()
+    (pytester.path / "MODEL_CALLED").unlink()
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-record=none",
+                                "--reliable-report=.reliable/cache.sqlite")
+    _usage_error(result, "--reliable-report=", "--reliable-cache", "paid answers")
+    assert cache.read_bytes() == answers
+    assert not (pytester.path / "MODEL_CALLED").exists()
+
+
+@pytest.mark.parametrize(("args", "fragments"), [
+    (("--reliable-report=out.json", "--reliable-html=out.json"),
+     ("--reliable-report=", "--reliable-html=", "same file")),
+    (("--reliable-report=out.xml", "--junitxml=out.xml"),
+     ("--reliable-report=", "--junitxml=", "same file")),
+    (("--reliable-html=sub/../page.html", "--junitxml=page.html"),
+     ("--reliable-html=", "--junitxml=", "same file")),
+    (("--reliable-baseline-report=base.json", "--reliable-report=base.json"),
+     ("--reliable-report=", "--reliable-baseline-report")),
+    (("--reliable-report=reliable.yaml",), ("--reliable-report=", "--reliable-config")),
+    (("--reliable-html=reliable.lock",), ("--reliable-html=", "reliable.lock")),
+    (("--reliable-report=.reliable/budget.sqlite",), ("--reliable-report=", "budget ledger")),
+    (("--reliable-html=.reliable/n_star/page.html",), ("--reliable-html=", "n* store")),
+    (("--reliable-cache=answers.db", "--reliable-report=answers.db-wal"),
+     ("--reliable-report=", "--reliable-cache")),
+], ids=["report=html", "report=junitxml", "html=junitxml via ..", "report=baseline report",
+        "report=reliable.yaml", "html=reliable.lock", "report=budget ledger",
+        "html in the n* store", "report=cache's WAL"])
+def test_outputs_over_each_other_or_the_plugins_files_are_usage_errors(
+    pytester: pytest.Pytester, args: tuple[str, ...], fragments: tuple[str, ...],
+) -> None:
+    _gate_project(pytester)
+    (pytester.path / "base.json").write_text("{}")
+    before = {p: p.read_bytes() for p in pytester.path.rglob("*") if p.is_file()}
+    result = pytester.runpytest("-p", "no:cacheprovider", *args)
+    _usage_error(result, *fragments)
+    assert not (pytester.path / "MODEL_CALLED").exists()
+    assert {p: p.read_bytes() for p in before} == before  # nothing was overwritten
+
+
+def test_outputs_over_the_step_summary_are_usage_errors(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _gate_project(pytester)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "summary.md"))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-report=summary.md")
+    _usage_error(result, "--reliable-report=", "$GITHUB_STEP_SUMMARY")
+
+
+@pytest.mark.parametrize("target", ["device", "fifo", "link to a directory", "link to a device",
+                                    "link loop"])
+def test_outputs_that_are_no_regular_file_are_refused(
+    pytester: pytest.Pytester, target: str,
+) -> None:
+    _gate_project(pytester)
+    path = pytester.path / "out.json"
+    if target == "device":
+        path = Path(os.devnull)
+    elif target == "fifo":
+        os.mkfifo(path)
+    elif target == "link to a directory":
+        (pytester.path / "reports").mkdir()
+        path.symlink_to(pytester.path / "reports")
+    elif target == "link to a device":
+        path.symlink_to(os.devnull)
+    else:
+        path.symlink_to(pytester.path / "loop.json")
+        (pytester.path / "loop.json").symlink_to(path)
+    for flag in ("--reliable-report", "--reliable-html"):
+        result = pytester.runpytest("-p", "no:cacheprovider", f"{flag}={path}")
+        _usage_error(result, f"{flag}={path}")
+    assert not (pytester.path / "MODEL_CALLED").exists()
+    assert Path(os.devnull).is_char_device()
+    if target.startswith("link"):
+        assert path.is_symlink()
+
+
+def test_a_link_to_a_regular_file_is_written_through_and_stays_a_link(
+    pytester: pytest.Pytester,
+) -> None:
+    _gate_project(pytester)
+    (pytester.path / "reports").mkdir()
+    real = pytester.path / "reports" / "latest.json"
+    real.write_text("old")
+    link = pytester.path / "report.json"
+    link.symlink_to(real)
+    pytester.runpytest("-p", "no:cacheprovider",
+                       "--reliable-report=report.json").assert_outcomes(passed=1)
+    assert link.is_symlink() and link.resolve() == real
+    assert json.loads(real.read_text())["tests"][0]["verdict"] == "passed"
