@@ -518,3 +518,85 @@ def test_a_link_to_a_regular_file_is_written_through_and_stays_a_link(
                        "--reliable-report=report.json").assert_outcomes(passed=1)
     assert link.is_symlink() and link.resolve() == real
     assert json.loads(real.read_text())["tests"][0]["verdict"] == "passed"
+
+
+# == A tampered or malformed stored baseline: issue 20 items 5 and 6 =============================
+# Every stored score is a number in [0, 1], every test is stored once, every row has the shape a
+# run writes; otherwise the run stops at start naming the file, the test and the field.
+BASELINE_TEST = EVALUATE.replace('mode="fixed")', 'mode="fixed", max_regression=0.1)')
+NODEID = "test_hostile.py::test_gate"
+
+
+def _stored_baseline(pytester: pytest.Pytester) -> dict[str, Any]:
+    """The production run's report (the same scripted model), as the baseline for the next."""
+    _gate_project(pytester)
+    pytester.runpytest("-p", "no:cacheprovider", "--reliable-report=prod.json").assert_outcomes(
+        passed=1)
+    pytester.makepyfile(test_hostile=BASELINE_TEST.replace("{dataset!r}", repr(DATASET)))
+    report: dict[str, Any] = json.loads((pytester.path / "prod.json").read_text())
+    return report
+
+
+def _deep(depth: int) -> str:
+    return '{"schema_version": 1, "tests": ' + "[" * depth + "]" * depth + "}"
+
+
+def _row(report: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = report["tests"][0]["per_instance"][0]
+    return row
+
+
+TAMPERED: dict[str, tuple[Callable[[dict[str, Any]], Any], tuple[str, ...]]] = {
+    "negative scores": (lambda r: [row.update(scores=[-3.0] * len(row["scores"]))
+                                   for row in r["tests"][0]["per_instance"]],
+                        ("per_instance[0].scores[0]", "-3.0", "[0, 1]")),
+    "score above one": (lambda r: _row(r).update(scores=[5.0] * len(_row(r)["scores"])),
+                        ("per_instance[0].scores[0]", "5.0")),
+    "score as a string": (lambda r: _row(r)["canonical"].__setitem__(0, "1"),
+                          ("per_instance[0].canonical[0]", '"1"')),
+    "score as true": (lambda r: _row(r)["scores"].__setitem__(0, True),
+                      ("per_instance[0].scores[0]", "true")),
+    "mean not a score": (lambda r: _row(r).update(mean=None), ("per_instance[0].mean", "null")),
+    "duplicated test": (lambda r: r["tests"].append(dict(r["tests"][0])),
+                        ("nodeid", "stored twice")),
+    "row without scores": (lambda r: _row(r).pop("scores"), ("per_instance[0].scores", "null")),
+    "rows of other lengths": (lambda r: _row(r)["scores"].append(1.0),
+                              ("per_instance[1].scores", "where per_instance[0].scores has 3")),
+    "per_instance a string": (lambda r: r["tests"][0].update(per_instance="oops"),
+                              ("per_instance", '"oops"', "not a list")),
+    "row not an object": (lambda r: r["tests"][0]["per_instance"].__setitem__(0, 7),
+                          ("per_instance[0]", "not an object")),
+    "nodeid a number": (lambda r: r["tests"][0].update(nodeid=3), ("tests[0]", "nodeid")),
+    "tests not a list": (lambda r: r.update(tests={"a": 1}), ("'tests'", "not a list")),
+}
+
+
+@pytest.mark.parametrize("tamper", list(TAMPERED))
+def test_a_tampered_stored_baseline_is_a_usage_error_naming_file_test_and_field(
+    pytester: pytest.Pytester, tamper: str,
+) -> None:
+    report = _stored_baseline(pytester)
+    change, fragments = TAMPERED[tamper]
+    change(report)
+    (pytester.path / "prod.json").write_text(json.dumps(report))
+    (pytester.path / "MODEL_CALLED").unlink()
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-baseline-report=prod.json")
+    named_test = () if tamper in ("nodeid a number", "tests not a list") else (NODEID,)
+    _usage_error(result, "--reliable-baseline-report", "prod.json", *named_test, *fragments)
+    assert not (pytester.path / "MODEL_CALLED").exists()
+
+
+def test_an_untampered_stored_baseline_pairs_and_a_deep_one_is_a_usage_error(
+    pytester: pytest.Pytester,
+) -> None:
+    report = _stored_baseline(pytester)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-baseline-report=prod.json",
+                                "--reliable-report=candidate.json")
+    result.assert_outcomes(passed=1)
+    entry = json.loads((pytester.path / "candidate.json").read_text())["tests"][0]
+    assert entry["baseline"]["source"] == "report"
+    assert entry["baseline"]["difference"]["estimate"] == pytest.approx(0.0)
+    assert report["tests"][0]["per_instance"]
+    (pytester.path / "prod.json").write_text(_deep(100_000))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-baseline-report=prod.json")
+    _usage_error(result, "--reliable-baseline-report", "prod.json", "deep")
