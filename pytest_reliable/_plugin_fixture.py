@@ -28,7 +28,6 @@ from pytest_reliable.settings import Settings
 if TYPE_CHECKING:
     from pytest_reliable.data import Records
     from pytest_reliable.markerspec import ChecklistSpec, ReliableSpec
-    from pytest_reliable.report.entries import ErrorEntry
     from pytest_reliable.results import ChecklistReport, ReliableReport
     from pytest_reliable.tasks import Task
 
@@ -110,15 +109,13 @@ class ReliableFixture:
     def _run(self, kind: str, work: Callable[[], _Report]) -> _Report:
         from pytest_reliable.baseline import BaselineUsageError
         from pytest_reliable.errors import ReliableError
+        from pytest_reliable.report.entries import error_entry
 
         try:
             result = work()
         except ReliableError as error:
             usage = isinstance(error, BaselineUsageError)
-            entry: ErrorEntry = {"nodeid": self._item.nodeid, "kind": kind, "verdict": "error",
-                                 "message": str(error)}
-            if usage:
-                entry["usage_error"] = True
+            entry = error_entry(self._item.nodeid, kind, str(error), usage_error=usage)
             self._item.stash.setdefault(ERRORS_KEY, []).append(entry)
             if usage:  # a misconfigured comparison: stop before other tests spend calls
                 self._item.session.shouldstop = f"pytest-reliable: {error}"

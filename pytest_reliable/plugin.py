@@ -247,8 +247,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         if not entries and report.failed and kind is not None and call.excinfo is not None:
             # Stopped before any result (pytest-timeout, an exception in the test body): the
             # test still gets its row and JSON entry, as an error.
-            entries.append({"nodeid": item.nodeid, "kind": kind, "verdict": "error",
-                            "message": call.excinfo.exconly()})
+            from pytest_reliable.report.entries import error_entry
+
+            entries.append(error_entry(item.nodeid, kind, call.excinfo.exconly()))
         if entries:
             from pytest_reliable.report import junit_properties
 

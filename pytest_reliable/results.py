@@ -16,12 +16,14 @@ from pytest_reliable.evaluation import ScoreMatrix
 from pytest_reliable.gate import ThresholdCheck
 from pytest_reliable.report.entries import (
     CallsEntry,
+    UNKNOWN_CANONICAL,
     CanonicalEntry,
     ChecklistEntry,
     RangeEntry,
     ReliableEntry,
     SummaryFields,
     json_safe,
+    unknown_range,
 )
 from pytest_reliable.report.format import LINE_LIMIT, cut_text, render_messages
 from pytest_reliable.space import Space
@@ -253,6 +255,10 @@ class ReliableReport:
             # Not every call completed: no statistics (a missing answer is not a wrong one).
             for name in STATISTICS:
                 data[name] = None
+            # Every field present (SPEC section 8): canonical.score reads null, not missing.
+            data["canonical"] = dict(UNKNOWN_CANONICAL)
+            data["formats"] = unknown_range(self.summary.formats.grouping)
+            data["orders"] = unknown_range(self.summary.orders.grouping)
             data["thresholds"] = [
                 {**check.as_dict(), "observed": None, "bound": None, "passed": False}
                 for check in self.thresholds
@@ -341,6 +347,14 @@ class ChecklistReport:
                 "message": None if self.passed else self.failure_message(),
             }
         )
+        if verdict == "error":
+            # Not every call completed: no rate (a missing answer is not a failed case).
+            data["rate"] = None
+            data["interval"] = [None, None]
+            data["thresholds"] = [
+                {**check.as_dict(), "observed": None, "bound": None, "passed": False}
+                for check in self.thresholds
+            ]
         return cast(ChecklistEntry, json_safe(data))
 
 

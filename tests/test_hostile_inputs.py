@@ -600,3 +600,54 @@ def test_an_untampered_stored_baseline_pairs_and_a_deep_one_is_a_usage_error(
     (pytester.path / "prod.json").write_text(_deep(100_000))
     result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-baseline-report=prod.json")
     _usage_error(result, "--reliable-baseline-report", "prod.json", "deep")
+
+
+# == A test whose calls did not complete carries every field, null: issue 20 item 21 ==============
+# SPEC section 8: every field present; a missing answer is not a wrong one, so no statistic is
+# reported for it (canonical.score is null, not absent; an MFT's rate is null, not 0.0).
+ERROR_TESTS = EVALUATE + '''
+
+@pytest.mark.mft(min_pass=0.5)
+def test_mft(reliable):
+    from pytest_reliable import Classification
+    reliable.mft([{"text": "good", "label": "positive"}],
+                 Classification(labels=["positive", "negative"]))
+
+
+@pytest.mark.reliable(n=2)
+def test_raises(reliable):
+    raise RuntimeError("boom in the test body")
+'''
+
+
+def test_a_test_whose_calls_did_not_complete_has_every_field_null(
+    pytester: pytest.Pytester,
+) -> None:
+    from typing import get_type_hints
+
+    from pytest_reliable.report.entries import ChecklistEntry, ReliableEntry
+
+    _gate_project(pytester)
+    pytester.makepyfile(test_hostile=ERROR_TESTS.replace("{dataset!r}", repr(DATASET)))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-record=none",
+                                "--reliable-report=r.json")
+    result.assert_outcomes(failed=3)
+    assert not (pytester.path / "MODEL_CALLED").exists()
+    entries = {e["nodeid"].split("::")[1]: e
+               for e in json.loads((pytester.path / "r.json").read_text())["tests"]}
+    for name in ("test_gate", "test_raises"):
+        entry = entries[name]
+        assert entry["verdict"] == "error"
+        assert set(get_type_hints(ReliableEntry)) <= set(entry), name
+        assert entry["canonical"] == {"score": None, "wilson_low": None, "wilson_high": None,
+                                      "n": None, "interval_method": None}
+        for statistic in ("mean", "std", "pass_at_1", "pass_hat_k", "dimensions"):
+            assert entry[statistic] is None, (name, statistic)
+        for grouping in ("formats", "orders"):
+            assert {entry[grouping][k] for k in ("min", "median", "max")} == {None}
+    assert entries["test_gate"]["formats"]["grouping"] == "formats"
+    assert "boom in the test body" in entries["test_raises"]["message"]
+    mft = entries["test_mft"]
+    assert set(get_type_hints(ChecklistEntry)) <= set(mft)
+    assert mft["verdict"] == "error" and mft["rate"] is None and mft["interval"] == [None, None]
+    assert [t["observed"] for t in mft["thresholds"]] == [None]
