@@ -234,7 +234,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     return result
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
     """Results travel on the test report (to the xdist controller) and as JUnit properties."""
     report = yield
@@ -253,6 +253,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         if entries:
             from pytest_reliable.report import junit_properties
 
+            outcome, reason = outcome_of(report)
+            for entry in entries:
+                entry["outcome"], entry["xfail_reason"] = outcome, reason
+
             state = item.config.pluginmanager.get_plugin(STATE_NAME)
             if state is not None:
                 entries = [state.finish_entry(entry) for entry in entries]
@@ -261,3 +265,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
                 item.user_properties.extend(junit_properties(entry))
             report.reliable_entries = entries
     return report
+
+
+def outcome_of(report: pytest.TestReport) -> tuple[str, str | None]:
+    """How pytest counts the test (an entry's ``outcome``) and the xfail reason: the page, the
+    step summary and the table agree with pytest's exit code (a strict xfail is expected)."""
+    reason = getattr(report, "wasxfail", None)
+    if reason is not None:
+        return ("xfailed" if report.skipped else "xpassed"), str(reason) or None
+    if report.when != "call":
+        return ("error" if report.failed else "skipped"), None
+    return report.outcome, None

@@ -250,6 +250,8 @@ class ReliableReport:
             "resampling_scores": [float(s) for s in self.matrix.resampling_scores()],
             "per_instance": per_instance(self.matrix),
             "baseline": None if self.baseline is None else self.baseline.as_dict(),
+            "outcome": None,  # pytest's, set by the plugin when the test's report is made
+            "xfail_reason": None,
         }
         if verdict == "error":
             # Not every call completed: no statistics (a missing answer is not a wrong one).
@@ -345,6 +347,8 @@ class ChecklistReport:
                 "space_hash": self.space_hash,
                 "calls": {"made": self.calls_made, "cached": self.calls_cached},
                 "message": None if self.passed else self.failure_message(),
+                "outcome": None,
+                "xfail_reason": None,
             }
         )
         if verdict == "error":

@@ -651,3 +651,73 @@ def test_a_test_whose_calls_did_not_complete_has_every_field_null(
     assert set(get_type_hints(ChecklistEntry)) <= set(mft)
     assert mft["verdict"] == "error" and mft["rate"] is None and mft["interval"] == [None, None]
     assert [t["observed"] for t in mft["thresholds"]] == [None]
+
+
+# == The reports agree with pytest's outcome: issue 20 item 23 =====================================
+# A strict xfail is expected (exit code 0): the page, the step summary and the table say so; a test
+# whose own assert fails after its gate passed blocks, as pytest counts it.
+OUTCOME_TESTS = '''
+import pytest
+from pytest_reliable import Dataset, MultipleChoice
+
+DATA = Dataset.from_records({dataset!r})
+
+
+@pytest.mark.reliable(space="wrappers", n=4, mode="fixed", min_score=0.25)
+def test_passes(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+
+
+@pytest.mark.xfail(strict=True, reason="the format <b>sensitivity</b> is known")
+@pytest.mark.reliable(space="wrappers", n=4, mode="fixed", min_worst=0.5)
+def test_known_weakness(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+{extra}'''
+OWN_ASSERT = '''
+
+@pytest.mark.reliable(space="wrappers", n=4, mode="fixed", min_score=0.25)
+def test_own_assert(reliable):
+    report = reliable.evaluate(DATA, MultipleChoice())
+    assert report.mean > 0.9, "the user's own check"
+'''
+
+
+@pytest.mark.parametrize("own_assert", [False, True], ids=["xfail only", "with a failing assert"])
+def test_the_reports_agree_with_pytests_outcome(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, own_assert: bool,
+) -> None:
+    from tests.acceptance.helpers import CONFTEST as FORMAT_SENSITIVE
+
+    pytester.makeconftest(FORMAT_SENSITIVE)
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_outcome=OUTCOME_TESTS.replace("{dataset!r}", repr(DATASET)).replace(
+        "{extra}", OWN_ASSERT if own_assert else ""))
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "summary.md"))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-report=r.json",
+                                "--reliable-html=page.html")
+    text = result.stdout.str()
+    entries = {e["nodeid"].split("::")[1]: e
+               for e in json.loads((pytester.path / "r.json").read_text())["tests"]}
+    page = (pytester.path / "page.html").read_text()
+    summary = (pytester.path / "summary.md").read_text()
+    known = entries["test_known_weakness"]
+    assert (known["verdict"], known["outcome"]) == ("failed", "xfailed")
+    assert known["xfail_reason"] == "the format <b>sensitivity</b> is known"
+    assert entries["test_passes"]["outcome"] == "passed"
+    assert "failed (expected failure)" in text, text
+    assert "expected failure" in page and "(xfail: the format &lt;b&gt;sensitivity" in page
+    assert "<b>sensitivity</b>" not in page
+    assert "Release not blocked" not in summary or not own_assert
+    if own_assert:
+        result.assert_outcomes(passed=1, xfailed=1, failed=1)
+        own = entries["test_own_assert"]
+        assert (own["verdict"], own["outcome"]) == ("failed", "failed")
+        assert "Release blocked: 1 of 3 tests did not pass." in page
+        assert "**Release blocked**: 1 of 3 tests did not pass." in summary
+    else:
+        result.assert_outcomes(passed=1, xfailed=1)
+        assert result.ret == pytest.ExitCode.OK
+        assert "Release blocked" not in page
+        assert "Release not blocked: 1 of 2 tests passed, 1 failed as expected (xfail)." in page
+        assert "**Release not blocked**" in summary and "1 failed as expected (xfail)" in summary
+        assert "test_known_weakness (expected failure: the format &lt;b&gt;" in summary

@@ -220,6 +220,11 @@ class ReliableEntry(TypedDict):
     resampling_scores: list[float] | None
     per_instance: list[InstanceEntry] | None
     baseline: dict[str, Any] | None
+    outcome: str | None
+    """pytest's outcome of the test (`PYTEST_OUTCOMES`), which decides the run's exit code: an
+    expected failure (``xfailed``) does not block a release. Null outside pytest."""
+    xfail_reason: str | None
+    """The xfail marker's reason when the outcome is ``xfailed`` or ``xpassed``."""
 
 
 class FailureEntry(TypedDict):
@@ -249,6 +254,8 @@ class ChecklistEntry(TypedDict):
     space_hash: str | None
     calls: CallsEntry
     message: str | None
+    outcome: str | None
+    xfail_reason: str | None
 
 
 class _ErrorRequired(TypedDict):
@@ -266,6 +273,12 @@ class ErrorEntry(_ErrorRequired, total=False):
     every field present)."""
 
     usage_error: bool
+    outcome: str | None
+    xfail_reason: str | None
+
+
+PYTEST_OUTCOMES = ("passed", "failed", "error", "xfailed", "xpassed", "skipped")
+"""An entry's ``outcome``: how pytest counted the test (``error``: it failed outside its body)."""
 
 
 def error_entry(nodeid: str, kind: str, message: str, *, usage_error: bool = False) -> ErrorEntry:
