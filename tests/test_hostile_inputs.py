@@ -721,3 +721,23 @@ def test_the_reports_agree_with_pytests_outcome(
         assert "Release not blocked: 1 of 2 tests passed, 1 failed as expected (xfail)." in page
         assert "**Release not blocked**" in summary and "1 failed as expected (xfail)" in summary
         assert "test_known_weakness (expected failure: the format &lt;b&gt;" in summary
+
+
+# == The page's summary row shows min / median / max over formats: issue 20 item 24 ================
+def test_the_pages_summary_row_shows_the_three_release_gate_numbers(
+    pytester: pytest.Pytester,
+) -> None:
+    from tests.acceptance.helpers import CONFTEST as FORMAT_SENSITIVE
+
+    pytester.makeconftest(FORMAT_SENSITIVE)
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_outcome=OUTCOME_TESTS.replace("{dataset!r}", repr(DATASET)).replace(
+        "{extra}", ""))
+    pytester.runpytest("-p", "no:cacheprovider", "--reliable-html=page.html",
+                       "--reliable-report=r.json").assert_outcomes(passed=1, xfailed=1)
+    page = (pytester.path / "page.html").read_text()
+    summary = page.split("<h2>Summary</h2>", 1)[1].split("<h2>Tests</h2>", 1)[0]
+    formats = json.loads((pytester.path / "r.json").read_text())["tests"][0]["formats"]
+    shown = " / ".join(f"{formats[k]:.3f}" for k in ("min", "median", "max"))
+    assert shown == "0.000 / 0.500 / 1.000"  # the model is right only under "({})"
+    assert summary.count(f"formats min / median / max {shown}") == 2, summary

@@ -643,8 +643,12 @@ def _key_result(entry: Mapping[str, Any]) -> str:
         return '<span class="na">no statistics: the evaluation did not complete</span>'
     if _kind(entry) == "reliable":
         canonical = _mapping(entry.get("canonical"))
+        formats = _mapping(entry.get("formats"))
+        # The practitioner's three release-gate numbers: the worst, typical and best format.
+        spread = " / ".join(_num(formats.get(k)) for k in ("min", "median", "max"))
         return (f"mean {_num(entry.get('mean'))}; canonical {_num(canonical.get('score'))}"
-                + _interval(canonical.get("wilson_low"), canonical.get("wilson_high"), 2))
+                + _interval(canonical.get("wilson_low"), canonical.get("wilson_high"), 2)
+                + f"; formats min / median / max {spread}")
     if _kind(entry) in RATE_NAMES:
         interval = entry.get("interval")
         low, high = (interval[0], interval[1]) if isinstance(interval, list) and len(
