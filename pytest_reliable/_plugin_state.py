@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -127,10 +127,13 @@ class ReliableState:
         return [entry for nodeid in sorted(self.entries) for entry in self.entries[nodeid]]
 
     def finish_entry(self, entry: Entry) -> Entry:
-        """Where a test's entry is made (a worker under xdist): model text cut unless
-        --reliable-full-text, then the pytest_reliable_report_entry hook."""
+        """Where a test's entry is made (a worker under xdist): secrets redacted from every text
+        (a model may answer with the API key), model text cut unless --reliable-full-text, then
+        the pytest_reliable_report_entry hook. Every writer reads the entry from here on."""
+        from pytest_reliable.redact import redact_strings
         from pytest_reliable.report.format import cut_strings
 
+        entry = cast("Entry", redact_strings(entry))
         if not self.settings.full_text:
             entry = cut_strings(entry)
         self.config.hook.pytest_reliable_report_entry(entry=entry)

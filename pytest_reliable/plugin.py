@@ -227,9 +227,11 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         pytest.fail(f"{item.nodeid}: {error}", pytrace=False)
     failing = [report for report in item.stash.get(RESULTS_KEY, []) if not report.passed]
     if failing:
+        from pytest_reliable.redact import redact
         from pytest_reliable.report.format import cut_message
 
-        pytest.fail(cut_message("\n\n".join(report.failure_message() for report in failing)),
+        # The message quotes model answers, which may hold a secret (the key echoed back).
+        pytest.fail(redact(cut_message("\n\n".join(r.failure_message() for r in failing))),
                     pytrace=False)
     return result
 

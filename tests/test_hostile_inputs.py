@@ -741,3 +741,75 @@ def test_the_pages_summary_row_shows_the_three_release_gate_numbers(
     shown = " / ".join(f"{formats[k]:.3f}" for k in ("min", "median", "max"))
     assert shown == "0.000 / 0.500 / 1.000"  # the model is right only under "({})"
     assert summary.count(f"formats min / median / max {shown}") == 2, summary
+
+
+# == The key never leaves the process, however it is echoed: issue 20 item 4 ======================
+# A server that answers (HTTP 200) with the key, its base64, the base64 of its Authorization
+# header and the key without its last characters: none of them reaches the report, the page, the
+# JUnit file, the step summary, the DEBUG log or the terminal. The cache keeps the answer as paid.
+KEY = "sk-hostile-0123456789abcdefXYZ"
+
+
+def _echoes(key: str) -> list[str]:
+    import base64
+
+    return [key, base64.b64encode(key.encode()).decode().rstrip("="),
+            base64.b64encode(f"Authorization: Bearer {key}".encode()).decode().rstrip("="),
+            key[:-7]]
+
+
+def test_a_key_echoed_in_an_answer_is_redacted_in_every_output(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_reliable.testing import ScriptedServer
+
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_key=EVALUATE.replace("{dataset!r}", repr(DATASET)).replace(
+        'mode="fixed")', 'mode="fixed", min_score=0.99)'))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "summary.md"))
+    answer = "B. " + " | ".join(_echoes(KEY))
+    with ScriptedServer(lambda messages, params: answer) as server:
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "--reliable-model=scripted",
+            f"--reliable-base-url={server.base_url}", "--reliable-report=r.json",
+            "--reliable-html=page.html", "--junitxml=junit.xml", "--log-level=DEBUG",
+            "--log-file=debug.log", "--log-file-level=DEBUG", "-rA", "--reliable-full-text")
+    result.assert_outcomes(failed=1)
+    outputs = {"terminal": result.stdout.str() + result.stderr.str()}
+    outputs |= {name: (pytester.path / name).read_text(encoding="utf-8")
+                for name in ("r.json", "page.html", "junit.xml", "summary.md", "debug.log")}
+    assert "***" in outputs["r.json"] and "***" in outputs["terminal"]
+    for name, text in outputs.items():
+        for echo in _echoes(KEY):
+            assert echo not in text, (name, echo)
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(pytester.path / ".reliable" / "cache.sqlite")) as db:
+        cached = " ".join(str(row) for row in db.execute("SELECT * FROM responses"))
+    assert KEY in cached  # the paid answer as it came back: the cache is the project's own file
+
+
+def test_a_url_password_never_shows_in_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--reliable-base-url=ftp://user:PW-hostile-4242@host/v1")
+    text = _usage_error(result, "--reliable-base-url", "ftp://***@host/v1")
+    assert "PW-hostile-4242" not in text
+
+
+# == Base URLs are checked at start, the baseline's too: issue 20 item 17 ===========================
+@pytest.mark.parametrize(("option", "url", "fragment"), [
+    ("--reliable-base-url", "http://h:99999/v1", "port"),
+    ("--reliable-base-url", "http://h:0/v1", "port 0"),
+    ("--reliable-base-url", "http://h:eighty/v1", "port"),
+    ("--reliable-base-url", "http:///v1", "host"),
+    ("--reliable-baseline-base-url", "http://h:99999/v1", "port"),
+    ("--reliable-baseline-base-url", "ftp://h/v1", "http(s) URL"),
+    ("--reliable-baseline-base-url", "not a url", "http(s) URL"),
+])
+def test_base_urls_are_checked_at_start(
+    pytester: pytest.Pytester, option: str, url: str, fragment: str,
+) -> None:
+    _gate_project(pytester)
+    result = pytester.runpytest("-p", "no:cacheprovider", f"{option}={url}")
+    _usage_error(result, option, fragment)
+    assert not (pytester.path / "MODEL_CALLED").exists()
