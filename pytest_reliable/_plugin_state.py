@@ -189,8 +189,26 @@ class ReliableState:
             from pytest_reliable.report.html import write_html
 
             write_html(report, html_path)
-        if os.environ.get("GITHUB_STEP_SUMMARY") and self.entries:
-            append_github_step_summary(report, columns=self.table_columns(), html_path=html_path)
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if step_summary and self.entries:
+            try:
+                append_github_step_summary(report, columns=self.table_columns(),
+                                           html_path=html_path)
+            except OSError as error:
+                # A summary GitHub cannot show is no reason to change the run's result.
+                self._warn(f"could not append to $GITHUB_STEP_SUMMARY ({step_summary}): "
+                           f"{error.strerror or error}; the run's result is unchanged, the "
+                           "summary is in the terminal output above.")
+
+    def _warn(self, message: str) -> None:
+        """One line on the terminal (or stderr without the terminal reporter), at the end."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"pytest-reliable: warning: {message}", yellow=True)
+        else:
+            import sys
+
+            print(f"pytest-reliable: warning: {message}", file=sys.stderr)
 
 
 def state_of(config: pytest.Config) -> ReliableState:

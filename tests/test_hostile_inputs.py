@@ -813,3 +813,21 @@ def test_base_urls_are_checked_at_start(
     result = pytester.runpytest("-p", "no:cacheprovider", f"{option}={url}")
     _usage_error(result, option, fragment)
     assert not (pytester.path / "MODEL_CALLED").exists()
+
+
+# == An unwritable $GITHUB_STEP_SUMMARY warns once and keeps the exit code: issue 20 item 8 ========
+@pytest.mark.parametrize("summary", ["a directory", "a full disk"])
+def test_an_unwritable_step_summary_warns_once_and_keeps_the_exit_code(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, summary: str,
+) -> None:
+    _gate_project(pytester)
+    target = pytester.mkdir("summary_dir") if summary == "a directory" else Path("/dev/full")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-report=r.json")
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.OK, text
+    result.assert_outcomes(passed=1)
+    assert text.count("could not append to $GITHUB_STEP_SUMMARY") == 1, text
+    assert str(target) in text
+    assert_no_leak(text)
+    assert json.loads((pytester.path / "r.json").read_text())["tests"][0]["verdict"] == "passed"
