@@ -831,3 +831,16 @@ def test_an_unwritable_step_summary_warns_once_and_keeps_the_exit_code(
     assert str(target) in text
     assert_no_leak(text)
     assert json.loads((pytester.path / "r.json").read_text())["tests"][0]["verdict"] == "passed"
+
+
+# == A deeply nested reliable.yaml is a usage error naming the file: issue 20 item 10 =============
+@pytest.mark.parametrize("depth", [60, 3_000, 100_000])
+def test_a_deeply_nested_reliable_yaml_is_a_usage_error(
+    pytester: pytest.Pytester, depth: int,
+) -> None:
+    _gate_project(pytester)
+    (pytester.path / "reliable.yaml").write_text(
+        "spaces:\n  wrappers:\n    wrapper: " + "[" * depth + "x" + "]" * depth + "\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    _usage_error(result, "reliable.yaml", "nest more than 50 deep")
+    assert not (pytester.path / "MODEL_CALLED").exists()
