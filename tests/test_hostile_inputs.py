@@ -844,3 +844,53 @@ def test_a_deeply_nested_reliable_yaml_is_a_usage_error(
     result = pytester.runpytest("-p", "no:cacheprovider")
     _usage_error(result, "reliable.yaml", "nest more than 50 deep")
     assert not (pytester.path / "MODEL_CALLED").exists()
+
+
+# == Labels that look identical are the same label: issue 20 item 16 ===============================
+# NFC "café" (one code point) and NFD "café" (e + combining accent) are one label; a label that
+# only looks the same (full-width letters) is refused with a hint showing the characters.
+NFC_CAFE = "caf\u00e9"
+NFD_CAFE = "cafe\u0301"
+UNICODE_TEST = '''
+import pytest
+from pytest_reliable import Classification, text_model
+
+DATA = [{{"text": "order {{i}}", "label": {label!r}}} for i in range(6)]
+
+
+@pytest.fixture
+def reliable_model():
+    return text_model(lambda prompt: {answer!r}, id="unicode")
+
+
+@pytest.mark.mft(min_pass=0.5)
+def test_mft(reliable):
+    reliable.mft(DATA, Classification(labels=[{nfc!r}, "tea"]))
+'''
+
+
+@pytest.mark.parametrize(("label", "answer"), [(NFD_CAFE, NFC_CAFE), (NFC_CAFE, NFD_CAFE),
+                                               (NFD_CAFE, NFD_CAFE.upper() + ".")],
+                         ids=["NFD label", "NFD answer", "NFD answer in capitals"])
+def test_labels_are_compared_after_unicode_normalization(
+    pytester: pytest.Pytester, label: str, answer: str,
+) -> None:
+    pytester.makepyfile(test_unicode=UNICODE_TEST.format(label=label, answer=answer, nfc=NFC_CAFE))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-report=r.json")
+    result.assert_outcomes(passed=1)
+    entry = json.loads((pytester.path / "r.json").read_text())["tests"][0]
+    assert entry["rate"] == 1.0 and entry["failures"] == []
+
+
+def test_a_label_that_only_looks_the_same_is_refused_with_a_hint(
+    pytester: pytest.Pytester,
+) -> None:
+    full_width = "\uff43\uff41\uff46\u00e9"
+    pytester.makepyfile(test_unicode=UNICODE_TEST.format(label=full_width, answer=NFC_CAFE,
+                                                         nfc=NFC_CAFE))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    text = result.stdout.str()
+    result.assert_outcomes(failed=1)
+    assert "looks like 'café' but differs in its Unicode characters" in text, text
+    assert "'\\uff43\\uff41\\uff46\\xe9' vs 'caf\\xe9'" in text, text
+    assert_no_leak(text)
