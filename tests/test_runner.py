@@ -554,3 +554,26 @@ def test_the_openai_compatible_adapter_sends_no_seed_unless_asked() -> None:
     with scripted_model(lambda m, p: str(p.get("seed"))) as model:
         [res] = fast_runner(model, None).run(reqs(1, SamplingParams(temperature=0.7)))
     assert res.response.text == "None" and res.response.extra == {}
+
+
+def test_a_refused_connection_is_one_attempt_for_the_whole_run() -> None:
+    # Issue 20 item 19 at the runner: the first call meets the refusal (one attempt, not retried);
+    # every later call, in this runner or another one on the same model, fails before it is sent
+    # and before it takes its share of the budget.
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    model = OpenAICompatibleModel("m", url, api_key="sk-test-not-used")
+    budget = Budget(max_calls=100)
+    first = fast_runner(model, None, concurrency=1, budget=budget, max_retries=5).run(reqs(3))
+    second = fast_runner(model, None, concurrency=1, budget=budget).run(reqs(2, prefix="r"))
+    results = first + second
+    assert [r.status for r in results] == ["error"] * 5
+    assert {r.error for r in results} == {
+        f"connection refused at {url}: no server is listening there (start the server, or fix "
+        "--reliable-base-url); no other call of this run is sent to it"}
+    assert [(r.attempts, r.retries) for r in results] == [(1, 0)] + [(0, 0)] * 4
+    assert budget.calls == 1

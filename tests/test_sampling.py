@@ -202,22 +202,6 @@ def test_ilr_is_uniform_over_valid_formats_when_rules_remove_some() -> None:
     assert chisquare(np.array(list(counts.values()))).pvalue > ALPHA
 
 
-def test_plan_and_render_100k_prompts_is_fast() -> None:
-    import time
-
-    from pytest_reliable.render import render
-    from pytest_reliable.tasks import MultipleChoice
-
-    data, task, space = mcq(1000), MultipleChoice(), Space.default()
-    start = time.perf_counter()
-    plan = make_plan(space, data, 100, mode="ilr", seed=derive_seed(0, "speed"))
-    for r in range(100):
-        for i in range(1000):
-            render(space, plan.cell(r, i).variant, data[i], task, [])
-    # the benchmark's target is 2 s; a loose bound here keeps slow CI machines green
-    assert time.perf_counter() - start < 10.0
-
-
 def test_plan_sized_by_the_task_covers_many_labels() -> None:
     from pytest_reliable.render import render
     from pytest_reliable.tasks import Classification

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import itertools
 import math
-import time
 import warnings
 from pathlib import Path
 
@@ -233,17 +232,6 @@ def test_random_subsets_on_long_real_vector_match_brute_sampling_in_distribution
         var_up = np.percentile([abs(s.var() - ref_var) for s in subs], 95)
         assert result.mean_upper[n - 1] == pytest.approx(mean_up, rel=0.1)
         assert result.var_upper[n - 1] == pytest.approx(var_up, rel=0.1)
-
-
-def test_fast_enough_for_a_pilot() -> None:
-    x = real("causal_judgement", "flan-t5-xxl", 0, 100)
-    min_reliable_n(x)  # warm-up
-    best = math.inf
-    for _ in range(3):
-        start = time.perf_counter()
-        min_reliable_n(x, subsets=10_000)
-        best = min(best, time.perf_counter() - start)
-    assert best < 1.0  # SPEC: "well under a second"; benchmarks/bench_stats.py tracks < 0.3 s
 
 
 def test_no_warnings() -> None:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 
-import numpy as np
 import pytest
 
 from pytest_reliable.evaluation import CellResult
@@ -77,14 +75,3 @@ def test_scores_outside_the_unit_interval_name_task_and_instance() -> None:
     matrix.cells[5] = dataclasses.replace(matrix.cells[5], score=3.7)
     with pytest.raises(ScoreRangeError, match=r"MultipleChoice.*3\.7 for instance 5"):
         check_scores(matrix, MultipleChoice())
-
-
-def test_summarising_30_by_100_is_fast() -> None:
-    data = [{"question": f"q{i}", "choices": ["a", "b", "c", "d"], "answer": i % 4}
-            for i in range(100)]
-    matrix, space = simulated(30, "ilr", lambda cell: 0.7, seed=5, data=data)
-    start = time.perf_counter()
-    summarize(matrix, space, mode="ilr", eps=0.01, delta=0.1)
-    elapsed = time.perf_counter() - start
-    print(f"summarize 30 x 100: {elapsed:.3f} s")
-    assert np.isfinite(elapsed)

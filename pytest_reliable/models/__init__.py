@@ -7,6 +7,7 @@ from pytest_reliable.models.base import (
     ModelError,
     ModelResponse,
     ModelSetupError,
+    ModelWarning,
     SamplingParams,
 )
 
@@ -17,5 +18,6 @@ __all__ = [
     "ModelError",
     "ModelResponse",
     "ModelSetupError",
+    "ModelWarning",
     "SamplingParams",
 ]

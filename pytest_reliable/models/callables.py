@@ -23,6 +23,8 @@ from pytest_reliable.models.base import (
     ModelResponse,
     ModelSetupError,
     SamplingParams,
+    checked_response,
+    model_unavailable,
     to_daemon_thread,
 )
 from pytest_reliable.models.openai_compat import render_text_prompt
@@ -100,16 +102,6 @@ def _first_param_kind(fn: Callable[..., Any]) -> str:
     return "text"
 
 
-def _to_response(value: Any) -> ModelResponse:
-    if isinstance(value, ModelResponse):
-        return value
-    if isinstance(value, str):
-        return ModelResponse(text=value)
-    raise TypeError(
-        f"a model callable returned {type(value).__name__}; expected str or ModelResponse"
-    )
-
-
 class _CallableModel:
     max_concurrency: int | None = None
 
@@ -133,10 +125,10 @@ class _CallableModel:
         if self._is_async:
             value = await self.fn(arg)
         else:
-            value = await to_daemon_thread(self.fn, arg)
+            value = await to_daemon_thread(self.fn, arg, model=self.identity)
             if inspect.isawaitable(value):
                 value = await value
-        return _to_response(value)
+        return checked_response(value, self.identity)
 
     async def aclose(self) -> None:
         """A user callable owns no client of ours."""
@@ -149,7 +141,8 @@ class _SyncProtocolModel:
         self.max_concurrency: int | None = getattr(obj, "max_concurrency", None)
 
     async def acomplete(self, messages: list[Message], params: SamplingParams) -> ModelResponse:
-        return _to_response(await to_daemon_thread(self.obj.complete, messages, params))
+        value = await to_daemon_thread(self.obj.complete, messages, params, model=self.identity)
+        return checked_response(value, self.identity)
 
     async def aclose(self) -> None:
         close = getattr(self.obj, "close", None)
@@ -170,8 +163,12 @@ class _IdentityOverride:
         if callable(close):
             await close()
 
+    @property
+    def unavailable(self) -> str | None:
+        return model_unavailable(self.inner)
+
     async def acomplete(self, messages: list[Message], params: SamplingParams) -> ModelResponse:
-        return _to_response(await self.inner.acomplete(messages, params))
+        return checked_response(await self.inner.acomplete(messages, params), self.identity)
 
 
 def as_async_model(obj: Any, *, id: str | None = None) -> AsyncModel:

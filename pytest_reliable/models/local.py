@@ -4,7 +4,9 @@ llama.cpp's OpenAI-compatible server (``llama-cpp-python[server]``), on 127.0.0.
 The server is a child process in its own process group; it is stopped by `stop()` (terminate,
 then kill), by the context manager, by an ``atexit`` hook and by a finalizer, so no orphan stays
 behind after Ctrl-C or a failure. When the parent dies without cleaning up (SIGKILL, an OOM kill),
-a watchdog thread inside the server sees its stdin pipe close and ends the server at once.
+a watchdog thread inside the server sees its stdin pipe close and ends the server at once. A
+process forked from the parent (multiprocessing's fork, a library that forks) lets go of the
+pipes and of the server at once, so it neither keeps the server alive nor stops it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pytest_reliable.models.base import (
     ModelResponse,
     ModelSetupError,
     SamplingParams,
+    model_unavailable,
     to_daemon_thread,
 )
 
@@ -129,6 +132,24 @@ def _kill_group(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
         proc.wait(grace)
 
 
+_SERVERS: weakref.WeakSet[LocalModelServer] = weakref.WeakSet()
+"""The servers this process started (and has not stopped)."""
+
+
+def _disown_servers_in_child() -> None:
+    """After a fork, in the child: let go of every server the parent started.
+
+    The child inherits the write end of each server's watchdog pipe: while any child holds it,
+    the pipe never reaches EOF, and a server whose pytest was killed outlives it. ``O_CLOEXEC``
+    only helps a child that execs; a plain fork needs this hook."""
+    for server in list(_SERVERS):
+        server._disown()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_disown_servers_in_child)
+
+
 class LocalModelServer:
     """Starts llama.cpp's server for the embedded GGUF; ``model()`` is an `AsyncModel` on it."""
 
@@ -224,6 +245,7 @@ class LocalModelServer:
         self._reader.start()
         self._finalizer = weakref.finalize(self, _kill_group, self.proc)
         atexit.register(self._finalizer)
+        _SERVERS.add(self)
         try:
             self._wait_ready()
         except BaseException:
@@ -265,7 +287,9 @@ class LocalModelServer:
                 self.start()
             # llama.cpp honours a per-request seed: a fresh run draws the same samples.
             m = OpenAICompatibleModel(
-                LOCAL_MODEL_NAME, self.base_url, api_key="sk-local-no-key", send_seed=True
+                LOCAL_MODEL_NAME, self.base_url, api_key="sk-local-no-key", send_seed=True,
+                refused_fix="the embedded model's server has stopped: was it killed, or out of "
+                            "memory?",
             )
             m.identity = self.identity
             m.max_concurrency = DEFAULT_LOCAL_CONCURRENCY
@@ -280,7 +304,28 @@ class LocalModelServer:
         """
         return _LazyLocalModel(self)
 
+    def _disown(self) -> None:
+        """In a forked child: close the inherited ends of the server's pipes (each fd now points
+        at /dev/null, so the file objects still close cleanly) and forget the server, which the
+        parent alone stops. A model call made in the child starts a server of its own."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            null = os.open(os.devnull, os.O_RDWR)
+            try:
+                for stream in (proc.stdin, proc.stdout):
+                    if stream is not None:
+                        os.dup2(null, stream.fileno(), inheritable=False)
+            finally:
+                os.close(null)
+        if self._finalizer is not None:
+            atexit.unregister(self._finalizer)
+            self._finalizer.detach()
+            self._finalizer = None
+        self._model = None
+        _SERVERS.discard(self)
+
     def stop(self) -> None:
+        _SERVERS.discard(self)
         proc, self.proc = self.proc, None
         if proc is not None:
             _kill_group(proc)
@@ -314,6 +359,11 @@ class _LazyLocalModel:
         self._server = server
         self._lock = threading.Lock()
         self.identity = server.identity
+
+    @property
+    def unavailable(self) -> str | None:
+        """The server's model's, once started (its server refused a connection: it died)."""
+        return model_unavailable(self._server._model)
 
     def _started(self) -> AsyncModel:
         with self._lock:

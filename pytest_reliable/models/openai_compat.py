@@ -67,6 +67,9 @@ class OpenAICompatibleModel:
     request's ``seed``, so a server that honours it (llama.cpp, vLLM) draws the same sample for
     the same call in every run. Off by default: not every OpenAI-compatible service accepts the
     field, and one that rejects it would fail every call. The embedded model turns it on.
+
+    ``refused_fix``: what to do when no server listens at the URL (said once, in the error of
+    every call: see `_refused_error`).
     """
 
     max_concurrency: int | None = None
@@ -81,6 +84,7 @@ class OpenAICompatibleModel:
         api_key: str | None = None,
         use_completions: bool = False,
         send_seed: bool = False,
+        refused_fix: str = "start the server, or fix --reliable-base-url",
     ) -> None:
         try:
             import openai  # noqa: F401
@@ -91,7 +95,11 @@ class OpenAICompatibleModel:
         self.api_key_env = api_key_env
         self.use_completions = use_completions
         self.send_seed = send_seed
+        self.refused_fix = refused_fix
         self.identity = f"openai:{model}@{url_host(base_url)}"
+        self.unavailable: str | None = None
+        """Set when the server refused a connection: every later call fails at once with it
+        (see `models.base.model_unavailable`)."""
         key = api_key if api_key is not None else os.environ.get(api_key_env)
         if not key:
             if is_loopback(base_url):
@@ -133,6 +141,8 @@ class OpenAICompatibleModel:
     async def acomplete(self, messages: list[Message], params: SamplingParams) -> ModelResponse:
         import openai
 
+        if self.unavailable is not None:
+            raise ModelCallError(self.unavailable, retryable=False)
         kwargs: dict[str, Any] = {
             "model": self.model,
             "temperature": params.temperature,
@@ -173,6 +183,8 @@ class OpenAICompatibleModel:
         except openai.APIStatusError as exc:
             raise self._status_error(exc) from None
         except (openai.APIConnectionError, openai.APIResponseValidationError) as exc:
+            if _refused(exc):
+                raise self._refused_error() from None
             # APITimeoutError is an APIConnectionError; a malformed body is a glitch like a 5xx.
             raise ModelCallError(_exc_text(exc), retryable=True) from None
         except json.JSONDecodeError as exc:
@@ -187,6 +199,17 @@ class OpenAICompatibleModel:
             latency_s=latency,
             extra={} if seed is None else {"seed": seed},
         )
+
+    def _refused_error(self) -> ModelCallError:
+        """No server listens at the base URL: said once, and never tried again in this run (a
+        dead server used to cost six attempts with backoff per call: 275 s for ten items)."""
+        if self.unavailable is None:
+            url = redact(self.base_url or DEFAULT_BASE_URL)
+            self.unavailable = (
+                f"connection refused at {url}: no server is listening there ({self.refused_fix}); "
+                "no other call of this run is sent to it"
+            )
+        return ModelCallError(self.unavailable, retryable=False)
 
     def _status_error(self, exc: Any) -> ModelCallError:
         status = int(exc.status_code)
@@ -210,6 +233,19 @@ class OpenAICompatibleModel:
                 await client.close()
             elif not loop.is_closed() and loop.is_running():
                 await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(client.close(), loop))
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a connection error was a refused connection (somewhere in its chain of causes:
+    the client wraps the socket's error in two or three of its own)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ConnectionRefusedError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _exc_text(exc: BaseException) -> str:
