@@ -571,7 +571,13 @@ TAMPERED: dict[str, tuple[Callable[[dict[str, Any]], Any], tuple[str, ...]]] = {
 }
 
 
-@pytest.mark.parametrize("tamper", list(TAMPERED))
+# Each case runs pytest twice (over 5 s): two stay in the fast loop, the rest are slow (CI runs all).
+FAST_TAMPERED = ("negative scores", "duplicated test")
+
+
+@pytest.mark.parametrize("tamper", [
+    pytest.param(name, marks=() if name in FAST_TAMPERED else pytest.mark.slow)
+    for name in TAMPERED])
 def test_a_tampered_stored_baseline_is_a_usage_error_naming_file_test_and_field(
     pytester: pytest.Pytester, tamper: str,
 ) -> None:
@@ -586,6 +592,7 @@ def test_a_tampered_stored_baseline_is_a_usage_error_naming_file_test_and_field(
     assert not (pytester.path / "MODEL_CALLED").exists()
 
 
+@pytest.mark.slow
 def test_an_untampered_stored_baseline_pairs_and_a_deep_one_is_a_usage_error(
     pytester: pytest.Pytester,
 ) -> None:
@@ -682,7 +689,8 @@ def test_own_assert(reliable):
 '''
 
 
-@pytest.mark.parametrize("own_assert", [False, True], ids=["xfail only", "with a failing assert"])
+@pytest.mark.parametrize("own_assert", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["xfail only", "with a failing assert"])
 def test_the_reports_agree_with_pytests_outcome(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, own_assert: bool,
 ) -> None:
@@ -758,6 +766,7 @@ def _echoes(key: str) -> list[str]:
             key[:-7]]
 
 
+@pytest.mark.slow  # a pytest subprocess against a scripted server
 def test_a_key_echoed_in_an_answer_is_redacted_in_every_output(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -816,7 +825,8 @@ def test_base_urls_are_checked_at_start(
 
 
 # == An unwritable $GITHUB_STEP_SUMMARY warns once and keeps the exit code: issue 20 item 8 ========
-@pytest.mark.parametrize("summary", ["a directory", "a full disk"])
+@pytest.mark.parametrize("summary", [pytest.param("a directory", marks=pytest.mark.slow),
+                                     "a full disk"])
 def test_an_unwritable_step_summary_warns_once_and_keeps_the_exit_code(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, summary: str,
 ) -> None:
@@ -834,7 +844,8 @@ def test_an_unwritable_step_summary_warns_once_and_keeps_the_exit_code(
 
 
 # == A deeply nested reliable.yaml is a usage error naming the file: issue 20 item 10 =============
-@pytest.mark.parametrize("depth", [60, 3_000, 100_000])
+@pytest.mark.parametrize("depth", [pytest.param(60, marks=pytest.mark.slow), 3_000,
+                                   pytest.param(100_000, marks=pytest.mark.slow)])
 def test_a_deeply_nested_reliable_yaml_is_a_usage_error(
     pytester: pytest.Pytester, depth: int,
 ) -> None:
@@ -869,8 +880,9 @@ def test_mft(reliable):
 '''
 
 
-@pytest.mark.parametrize(("label", "answer"), [(NFD_CAFE, NFC_CAFE), (NFC_CAFE, NFD_CAFE),
-                                               (NFD_CAFE, NFD_CAFE.upper() + ".")],
+@pytest.mark.parametrize(("label", "answer"), [
+    (NFD_CAFE, NFC_CAFE), pytest.param(NFC_CAFE, NFD_CAFE, marks=pytest.mark.slow),
+    pytest.param(NFD_CAFE, NFD_CAFE.upper() + ".", marks=pytest.mark.slow)],
                          ids=["NFD label", "NFD answer", "NFD answer in capitals"])
 def test_labels_are_compared_after_unicode_normalization(
     pytester: pytest.Pytester, label: str, answer: str,
