@@ -29,7 +29,9 @@ _ENCODED_PREFIXES = ("", "Bearer ", "Authorization: Bearer ")
 registered from the URL)."""
 
 
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@?#]+@")
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/\s@?#]+@")
+"""The scheme's length is bounded: unbounded, a long run of letters (a model's padded answer) made
+the search quadratic (1 MB: hours)."""
 _QUERY_SECRET = re.compile(
     r"(?P<name>[?&](?:api[-_]?key|key|token|access[-_]?token|secret|password|auth|sig)=)"
     r"[^&\s#'\"]+",
