@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,21 +41,6 @@ def check_api_key(settings: Settings) -> None:
         )
 
 
-def check_report_path(path: Path) -> None:
-    """Before any model call: a report path that cannot be written would be found at the end."""
-    if path.is_dir():
-        raise pytest.UsageError(f"--reliable-report={path}: is a directory; give a file path.")
-    parent = path.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise pytest.UsageError(f"--reliable-report={path}: {parent} is a file, not a directory; "
-                                "give a path in a directory.")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise pytest.UsageError(f"--reliable-report={path}: {parent} is not writable; give a "
-                                "path you can write.")
-
-
 def check_config_path(settings: Settings) -> None:
     """A ``--reliable-config`` that names no file (reliable.yaml itself is optional)."""
     if settings.config_path is not None and not settings.config_path.is_file():
@@ -62,18 +48,108 @@ def check_config_path(settings: Settings) -> None:
                                 "the path of your reliable.yaml (or drop the option).")
 
 
-def check_writable_or_usage_error(flag: str, path: Path) -> None:
-    """At start-up, so a run never pays for calls whose report cannot be written."""
-    if path.is_dir():
-        raise pytest.UsageError(f"{flag}={path} is a directory: give a file path such as "
-                                f"{path / 'reliable.html'}.")
-    existing = path.parent
+# -- Output paths: written through regular files only, never over each other or an input -------
+STEP_SUMMARY = "$GITHUB_STEP_SUMMARY"
+
+
+@dataclass(frozen=True)
+class NamedPath:
+    """A path the run reads or writes, with the option (or file role) that names it."""
+
+    name: str
+    path: Path
+
+
+def output_paths(settings: Settings, config: pytest.Config) -> list[NamedPath]:
+    """Every file the run writes whole at its end (the step summary is appended to)."""
+    named = [("--reliable-report", settings.report_path), ("--reliable-html", settings.html_path),
+             ("--junitxml", getattr(config.option, "xmlpath", None)),
+             ("--html (pytest-html)", getattr(config.option, "htmlpath", None)),
+             (STEP_SUMMARY, os.environ.get("GITHUB_STEP_SUMMARY") or None)]
+    # pytest resolves --junitxml and --html against the current directory, as the options here.
+    return [NamedPath(name, Path(os.path.abspath(os.path.expanduser(str(path)))))
+            for name, path in named if path is not None]
+
+
+def protected_paths(settings: Settings) -> list[NamedPath]:
+    """What a report written over would destroy: the paid answers and the run's own inputs."""
+    from pytest_reliable.store import StoreConfig
+
+    store = StoreConfig.of(settings)
+    cache = store.cache_path
+    protected = [NamedPath("--reliable-cache (the paid answers)", cache)]
+    protected += [NamedPath("--reliable-cache (the paid answers)", Path(f"{cache}{suffix}"))
+                  for suffix in ("-wal", "-shm", "-journal")]
+    protected += [NamedPath("the budget ledger", store.budget_path),
+                  NamedPath("the n* store (.reliable/n_star)", store.nstar_dir),
+                  NamedPath("--reliable-config (the space declarations)", settings.config_file),
+                  NamedPath("reliable.lock", settings.lock_path)]
+    if settings.baseline_report is not None:
+        protected.append(NamedPath("--reliable-baseline-report", settings.baseline_report))
+    return protected
+
+
+def check_output_paths(settings: Settings, config: pytest.Config) -> None:
+    """Before any model call: each output is a writable regular file (or a new one), and none is
+    another output, an input or a file of the plugin's (a report over the cache would destroy
+    every paid answer). A symlink to a regular file is written through: its target gets the new
+    content, the link stays."""
+    outputs = output_paths(settings, config)
+    for output in outputs:
+        if output.name != STEP_SUMMARY:  # appended to at the end; failing there only warns
+            check_writable_regular_file(output)
+    for index, output in enumerate(outputs):
+        for other in outputs[index + 1:]:
+            if _same_or_inside(output.path, other.path):
+                raise pytest.UsageError(
+                    f"{output.name}={output.path} and {other.name}={other.path} name the same "
+                    "file: one would overwrite the other; give each its own path.")
+        for kept in protected_paths(settings):
+            if _same_or_inside(output.path, kept.path):
+                raise pytest.UsageError(
+                    f"{output.name}={output.path} is {kept.name} ({kept.path}): writing there "
+                    f"would destroy it; give {output.name} another path.")
+
+
+def check_writable_regular_file(output: NamedPath) -> None:
+    """A device (/dev/null), a directory, a FIFO or a link to one is refused: the atomic write
+    replaces its target, which would replace the device node or the link."""
+    flag, path = output.name, output.path
+    try:
+        resolved = path.resolve(strict=False)
+    except (OSError, RuntimeError):  # a symlink loop
+        raise pytest.UsageError(f"{flag}={path} is a symlink that resolves to no file (a loop?): "
+                                "give the path of a regular file.") from None
+    via = f" (a link to {resolved})" if resolved != path and path.is_symlink() else ""
+    if resolved.is_dir():
+        raise pytest.UsageError(f"{flag}={path} is a directory{via}: give a file path such as "
+                                f"{path / ('reliable.html' if 'html' in flag else 'reliable.json')}.")
+    if resolved.exists() and not resolved.is_file():
+        raise pytest.UsageError(f"{flag}={path} is a device or special file{via}, not a regular "
+                                "file; the run writes its output through regular files only: "
+                                "give the path of a file.")
+    existing = resolved.parent
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK) or (
-            path.exists() and not os.access(path, os.W_OK)):
+    if not existing.is_dir():
+        raise pytest.UsageError(f"{flag}={path}: {existing} is a file, not a directory; give a "
+                                "path in a directory.")
+    if not os.access(existing, os.W_OK | os.X_OK) or (
+            resolved.exists() and not os.access(resolved, os.W_OK)):
         raise pytest.UsageError(f"{flag}={path} cannot be written ({existing} is not a writable "
                                 "directory): give a path in a writable directory.")
+
+
+def _same_or_inside(path: Path, kept: Path) -> bool:
+    """``path`` is ``kept`` (through links, hard links, case-insensitive file systems) or lies
+    under it (a report inside the n* store)."""
+    try:
+        if path.exists() and kept.exists() and os.path.samefile(path, kept):
+            return True
+    except OSError:
+        pass
+    resolved, kept_resolved = (os.path.normcase(str(p.resolve(strict=False))) for p in (path, kept))
+    return resolved == kept_resolved or resolved.startswith(kept_resolved.rstrip(os.sep) + os.sep)
 
 
 def load_spaces_or_usage_error(path: Path) -> dict[str, Space]:

@@ -9,7 +9,7 @@ the entries on the test report.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
@@ -26,9 +26,17 @@ from pytest_reliable._plugin_state import (
 from pytest_reliable.settings import Settings
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from pytest_reliable.data import Records
-    from pytest_reliable.markerspec import ChecklistSpec, ReliableSpec
-    from pytest_reliable.report.entries import ErrorEntry
+    from pytest_reliable.markerspec import (
+        ChecklistSpec,
+        DirectionalArguments,
+        InvarianceArguments,
+        MftArguments,
+        ReliableArguments,
+        ReliableSpec,
+    )
     from pytest_reliable.results import ChecklistReport, ReliableReport
     from pytest_reliable.tasks import Task
 
@@ -88,7 +96,7 @@ class ReliableFixture:
         self._baseline = baseline
         item.stash.setdefault(RESULTS_KEY, [])
 
-    def _spec(self, kind: str, overrides: dict[str, Any]) -> ReliableSpec | ChecklistSpec:
+    def _spec(self, kind: str, overrides: Mapping[str, Any]) -> ReliableSpec | ChecklistSpec:
         """The marker's arguments (validated at collection), with ``overrides`` on top."""
         from pytest_reliable.markerspec import MarkerArgumentError, parse_checklist, parse_reliable
 
@@ -117,16 +125,14 @@ class ReliableFixture:
         from pytest_reliable.circular import CircularUsageError
         from pytest_reliable.judge import JudgeUsageError
         from pytest_reliable.pricing import PricingError
+        from pytest_reliable.report.entries import error_entry
 
         try:
             result = work()
         except ReliableError as error:
             usage = isinstance(error, BaselineUsageError | JudgeUsageError | CircularUsageError
                                | PricingError)
-            entry: ErrorEntry = {"nodeid": self._item.nodeid, "kind": kind, "verdict": "error",
-                                 "message": str(error)}
-            if usage:
-                entry["usage_error"] = True
+            entry = error_entry(self._item.nodeid, kind, str(error), usage_error=usage)
             self._item.stash.setdefault(ERRORS_KEY, []).append(entry)
             if usage:  # a misconfigured comparison: stop before other tests spend calls
                 self._item.session.shouldstop = f"pytest-reliable: {error}"
@@ -134,7 +140,9 @@ class ReliableFixture:
         self._item.stash[RESULTS_KEY].append(result)
         return result
 
-    def evaluate(self, dataset: Records, task: Task, **overrides: Any) -> ReliableReport:
+    def evaluate(
+        self, dataset: Records, task: Task, **overrides: Unpack[ReliableArguments]
+    ) -> ReliableReport:
         """Run the marker's resamplings plus the canonical pass; returns the report object."""
         from pytest_reliable.markerspec import ReliableSpec
 
@@ -149,7 +157,9 @@ class ReliableFixture:
         return self._run("reliable", lambda: session.run_reliable(
             self._item.nodeid, dataset, task, spec, self._model, self._baseline))
 
-    async def aevaluate(self, dataset: Records, task: Task, **overrides: Any) -> ReliableReport:
+    async def aevaluate(
+        self, dataset: Records, task: Task, **overrides: Unpack[ReliableArguments]
+    ) -> ReliableReport:
         """`evaluate` for an async test: the model calls run on the test's own event loop (so a
         model built on it works), the rest in a worker thread, and the loop stays free."""
         return await self._on_test_loop(functools.partial(self.evaluate, **overrides),
@@ -167,7 +177,7 @@ class ReliableFixture:
             return await to_daemon_thread(method, dataset, task)
 
     def _checklist(
-        self, kind: str, dataset: Records, task: Task, overrides: dict[str, Any]
+        self, kind: str, dataset: Records, task: Task, overrides: Mapping[str, Any]
     ) -> ChecklistReport:
         from pytest_reliable.markerspec import ChecklistSpec
 
@@ -182,25 +192,37 @@ class ReliableFixture:
         return self._run(kind, lambda: session.run_checklist(
             self._item.nodeid, dataset, task, spec, self._model))
 
-    def invariance(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
+    def invariance(
+        self, dataset: Records, task: Task, **overrides: Unpack[InvarianceArguments]
+    ) -> ChecklistReport:
         return self._checklist("invariance", dataset, task, overrides)
 
-    def directional(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
+    def directional(
+        self, dataset: Records, task: Task, **overrides: Unpack[DirectionalArguments]
+    ) -> ChecklistReport:
         return self._checklist("directional", dataset, task, overrides)
 
-    def mft(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
+    def mft(
+        self, dataset: Records, task: Task, **overrides: Unpack[MftArguments]
+    ) -> ChecklistReport:
         return self._checklist("mft", dataset, task, overrides)
 
-    async def ainvariance(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
+    async def ainvariance(
+        self, dataset: Records, task: Task, **overrides: Unpack[InvarianceArguments]
+    ) -> ChecklistReport:
         """`invariance` for an async test, on the test's own event loop (as `aevaluate`)."""
         return await self._on_test_loop(functools.partial(self.invariance, **overrides),
                                         dataset, task)
 
-    async def adirectional(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
+    async def adirectional(
+        self, dataset: Records, task: Task, **overrides: Unpack[DirectionalArguments]
+    ) -> ChecklistReport:
         """`directional` for an async test, on the test's own event loop (as `aevaluate`)."""
         return await self._on_test_loop(functools.partial(self.directional, **overrides),
                                         dataset, task)
 
-    async def amft(self, dataset: Records, task: Task, **overrides: Any) -> ChecklistReport:
+    async def amft(
+        self, dataset: Records, task: Task, **overrides: Unpack[MftArguments]
+    ) -> ChecklistReport:
         """`mft` for an async test, on the test's own event loop (as `aevaluate`)."""
         return await self._on_test_loop(functools.partial(self.mft, **overrides), dataset, task)

@@ -37,11 +37,12 @@ class PytestHtmlHooks:
             link = Path(os.path.relpath(html_path, their_page.parent)).as_posix()
         postfix.append(summary_fragment(report, link))
 
-    @pytest.hookimpl(wrapper=True)
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item,
                                   call: pytest.CallInfo[Any]) -> Generator[None, Any, Any]:
         report = yield
-        # Registered after the plugin module, so its wrapper (which sets the entries) ran inside.
+        # Registered after the plugin module and tryfirst as its wrapper (which sets the entries
+        # once pytest's xfail handling has run), so that wrapper ran inside this one.
         entries = getattr(report, "reliable_entries", None)
         if entries:
             from pytest_html import extras

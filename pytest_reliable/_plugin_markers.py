@@ -15,13 +15,58 @@ import pytest
 from pytest_reliable.settings import Settings
 
 if TYPE_CHECKING:
-    from pytest_reliable.markerspec import ChecklistSpec, ReliableSpec
+    from typing import TypeVar, overload
 
-# Decorator aliases: ``from pytest_reliable import reliable`` then ``@reliable(...)``.
-reliable = pytest.mark.reliable
-invariance = pytest.mark.invariance
-directional = pytest.mark.directional
-mft = pytest.mark.mft
+    from typing_extensions import Unpack
+
+    from pytest_reliable.markerspec import (
+        ChecklistSpec,
+        DirectionalArguments,
+        InvarianceArguments,
+        MftArguments,
+        ReliableArguments,
+        ReliableSpec,
+    )
+
+    _Markable = TypeVar("_Markable", bound=Callable[..., object] | type)
+
+    # The decorators as a type checker sees them (as pytest types its own, e.g.
+    # _ParametrizeMarkDecorator): ``@reliable(min_scor=0.4)``, ``decide="pass_on_evidence"`` or
+    # ``n="ten"`` is a mypy error in the user's test. At run time they are pytest's own.
+    class _ReliableMarkDecorator(pytest.MarkDecorator):
+        @overload  # type: ignore[override,no-overload-impl]
+        def __call__(self, arg: _Markable, /) -> _Markable: ...
+        @overload
+        def __call__(self, **arguments: Unpack[ReliableArguments]) -> pytest.MarkDecorator: ...
+
+    class _InvarianceMarkDecorator(pytest.MarkDecorator):
+        @overload  # type: ignore[override,no-overload-impl]
+        def __call__(self, arg: _Markable, /) -> _Markable: ...
+        @overload
+        def __call__(self, **arguments: Unpack[InvarianceArguments]) -> pytest.MarkDecorator: ...
+
+    class _DirectionalMarkDecorator(pytest.MarkDecorator):
+        @overload  # type: ignore[override,no-overload-impl]
+        def __call__(self, arg: _Markable, /) -> _Markable: ...
+        @overload
+        def __call__(self, **arguments: Unpack[DirectionalArguments]) -> pytest.MarkDecorator: ...
+
+    class _MftMarkDecorator(pytest.MarkDecorator):
+        @overload  # type: ignore[override,no-overload-impl]
+        def __call__(self, arg: _Markable, /) -> _Markable: ...
+        @overload
+        def __call__(self, **arguments: Unpack[MftArguments]) -> pytest.MarkDecorator: ...
+
+    reliable: _ReliableMarkDecorator
+    invariance: _InvarianceMarkDecorator
+    directional: _DirectionalMarkDecorator
+    mft: _MftMarkDecorator
+else:
+    # Decorator aliases: ``from pytest_reliable import reliable`` then ``@reliable(...)``.
+    reliable = pytest.mark.reliable
+    invariance = pytest.mark.invariance
+    directional = pytest.mark.directional
+    mft = pytest.mark.mft
 
 MARKER_PURPOSE = {
     "reliable": "evaluate the model under resampled meaning-preserving prompt variants and gate "

@@ -94,13 +94,29 @@ def _budget(text: str) -> tuple[int | None, int | None, float | None]:
 
 
 def _url(text: str) -> str:
+    """An http(s) URL with a host and a port in 1-65535; the message never shows its password."""
     from urllib.parse import urlparse
 
-    parsed = urlparse(str(text).strip())
+    from pytest_reliable.redact import redact, register_url_secrets
+
+    value = str(text).strip()
+    register_url_secrets(value)
+    shown = redact(repr(value))
+    try:
+        parsed = urlparse(value)
+        port = parsed.port  # ValueError when out of range or not a number
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{shown} is not valid: its port is not a number in 1-65535, e.g. "
+            "http://localhost:8000/v1") from None
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not valid: give an http(s) URL, e.g. http://localhost:8000/v1")
-    return str(text).strip()
+            f"{shown} is not valid: give an http(s) URL with a host, e.g. "
+            "http://localhost:8000/v1")
+    if port == 0:
+        raise argparse.ArgumentTypeError(
+            f"{shown} is not valid: port 0 is no server's port; give a port in 1-65535")
+    return value
 
 
 def _store_url(text: str) -> str:
@@ -223,7 +239,7 @@ OPTIONS = (
     Option("baseline-model", "baseline (production) model for tests with baseline=/max_regression=: "
            "a name for the OpenAI-compatible adapter or 'local'."),
     Option("baseline-base-url", "base URL of the baseline model's server (default "
-           "--reliable-base-url)."),
+           "--reliable-base-url).", convert=_url),
     Option("baseline-report", "compare against this earlier run's JSON report instead of calling "
            "a baseline model.", kind="path"),
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -63,18 +63,15 @@ class ReliableState:
         self.baseline_usage_errors = False
 
         checks.check_api_key(settings)
-        if settings.report_path is not None:
-            checks.check_report_path(settings.report_path)
         checks.check_config_path(settings)
         checks.check_pricing_or_usage_error(settings)
         checks.check_batch_or_usage_error(settings)
-        if settings.html_path is not None and not self.is_worker:
-            checks.check_writable_or_usage_error("--reliable-html", settings.html_path)
         if settings.history is not None and not self.is_worker:
             from pytest_reliable.store.reports import history_dir_problem
 
             if problem := history_dir_problem(settings.history):
                 raise pytest.UsageError(f"--reliable-history={settings.history}: {problem}.")
+        checks.check_output_paths(settings, config)
         self.spaces: dict[str, Space] = checks.load_spaces_or_usage_error(settings.config_file)
         self._opened_store = checks.check_store_or_usage_error(settings)
         try:
@@ -137,10 +134,13 @@ class ReliableState:
         return [entry for nodeid in sorted(self.entries) for entry in self.entries[nodeid]]
 
     def finish_entry(self, entry: Entry) -> Entry:
-        """Where a test's entry is made (a worker under xdist): model text cut unless
-        --reliable-full-text, then the pytest_reliable_report_entry hook."""
+        """Where a test's entry is made (a worker under xdist): secrets redacted from every text
+        (a model may answer with the API key), model text cut unless --reliable-full-text, then
+        the pytest_reliable_report_entry hook. Every writer reads the entry from here on."""
+        from pytest_reliable.redact import redact_strings
         from pytest_reliable.report.format import cut_strings
 
+        entry = cast("Entry", redact_strings(entry))
         if not self.settings.full_text:
             entry = cut_strings(entry)
         self.config.hook.pytest_reliable_report_entry(entry=entry)
@@ -198,8 +198,26 @@ class ReliableState:
             from pytest_reliable.report.html import write_html
 
             write_html(report, html_path)
-        if os.environ.get("GITHUB_STEP_SUMMARY") and self.entries:
-            append_github_step_summary(report, columns=self.table_columns(), html_path=html_path)
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if step_summary and self.entries:
+            try:
+                append_github_step_summary(report, columns=self.table_columns(),
+                                           html_path=html_path)
+            except OSError as error:
+                # A summary GitHub cannot show is no reason to change the run's result.
+                self._warn(f"could not append to $GITHUB_STEP_SUMMARY ({step_summary}): "
+                           f"{error.strerror or error}; the run's result is unchanged, the "
+                           "summary is in the terminal output above.")
+
+    def _warn(self, message: str) -> None:
+        """One line on the terminal (or stderr without the terminal reporter), at the end."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"pytest-reliable: warning: {message}", yellow=True)
+        else:
+            import sys
+
+            print(f"pytest-reliable: warning: {message}", file=sys.stderr)
 
     def keep_in_history(self, report: dict[str, Any]) -> None:
         """``--reliable-history``: the run's report kept in the directory (and the store). A copy

@@ -93,28 +93,36 @@ class StoredBaseline:
 
     @classmethod
     def load(cls, path: Path) -> StoredBaseline:
-        where = f"--reliable-baseline-report {path}"
+        """The report at ``path``, every reliable entry checked: a score outside [0, 1], a row of
+        another length or a test stored twice would pair this run with numbers no run made."""
+        from pytest_reliable.report.load import ReportFileError, load_report
+
+        if not Path(path).exists():
+            raise BaselineUsageError(
+                f"--reliable-baseline-report {path}: no such file; give the JSON report "
+                "(--reliable-report) of the baseline's run")
         try:
-            report = json.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
+            report = load_report(path)
+        except ReportFileError as error:
             raise BaselineUsageError(
-                f"{where}: no such file; give the JSON report (--reliable-report) of the baseline's "
-                "run"
-            ) from None
-        except (OSError, ValueError) as error:
-            raise BaselineUsageError(f"{where}: not a readable JSON report ({error})") from None
-        if not isinstance(report, dict) or not isinstance(report.get("tests"), list):
-            raise BaselineUsageError(
-                f"{where}: not a pytest-reliable JSON report (no 'tests' list); give the file "
-                "written by --reliable-report"
-            )
-        entries = {
-            str(e["nodeid"]): e for e in report["tests"]
-            if isinstance(e, dict) and e.get("kind") == "reliable" and "nodeid" in e
-        }
+                f"--reliable-baseline-report: not a readable JSON report: {error}") from None
+        entries: dict[str, Mapping[str, Any]] = {}
+        for index, entry in enumerate(report["tests"]):
+            if entry.get("kind") != "reliable":
+                continue
+            nodeid = entry.get("nodeid")
+            if not isinstance(nodeid, str):
+                raise BaselineUsageError(_stored_problem(
+                    path, f"tests[{index}]", "nodeid", f"is {_json_kind(nodeid)}, not a string"))
+            if nodeid in entries:
+                raise BaselineUsageError(_stored_problem(
+                    path, nodeid, "nodeid", "is stored twice (which copy is the baseline?)"))
+            _check_per_instance(path, nodeid, entry.get("per_instance"))
+            entries[nodeid] = entry
         seed = report.get("seed")
-        return cls(Path(path), int(seed) if isinstance(seed, int) else None,
-                   report.get("model"), entries)
+        model = report.get("model")
+        return cls(Path(path), seed if isinstance(seed, int) else None,
+                   model if isinstance(model, str) else None, entries)
 
     def differences(
         self, nodeid: str, *, seed: int, space_hash: str, dataset_hash: str, mode: str,
@@ -169,6 +177,58 @@ class StoredBaseline:
             model=str(entry.get("model") or self.model or "stored baseline"),
             source="report", scores=scores, canonical_scores=canonical,
         )
+
+
+def _stored_problem(path: Path, test: str, field: str, problem: str) -> str:
+    return (f"--reliable-baseline-report {path}: test {test}: {field} {problem}; give the report "
+            "that --reliable-report wrote for the baseline's run, unedited.")
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    shown = json.dumps(value, ensure_ascii=True, default=str)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def _is_score(value: Any) -> bool:
+    """A stored score: a JSON number (not true/false) in [0, 1]."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and 0.0 <= value <= 1.0)
+
+
+def _check_per_instance(path: Path, nodeid: str, rows: Any) -> None:
+    """``per_instance``: null (a run that did not complete: `differences` says so), or one
+    object per instance whose ``scores`` and ``canonical`` are equally long lists of scores."""
+    if rows is None:
+        return
+    if not isinstance(rows, list):
+        raise BaselineUsageError(_stored_problem(
+            path, nodeid, "per_instance", f"is {_json_kind(rows)}, not a list of instances"))
+    lengths: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise BaselineUsageError(_stored_problem(
+                path, nodeid, f"per_instance[{i}]", f"is {_json_kind(row)}, not an object"))
+        for name in ("scores", "canonical"):
+            values = row.get(name)
+            field = f"per_instance[{i}].{name}"
+            if not isinstance(values, list) or not values:
+                raise BaselineUsageError(_stored_problem(
+                    path, nodeid, field, f"is {_json_kind(values)}, not a list of scores"))
+            for j, value in enumerate(values):
+                if not _is_score(value):
+                    raise BaselineUsageError(_stored_problem(
+                        path, nodeid, f"{field}[{j}]",
+                        f"is {_json_kind(value)}, not a score (a number in [0, 1])"))
+            if lengths.setdefault(name, len(values)) != len(values):
+                raise BaselineUsageError(_stored_problem(
+                    path, nodeid, field, f"has {len(values)} scores where per_instance[0].{name} "
+                    f"has {lengths[name]}"))
+        if "mean" in row and not _is_score(row["mean"]):
+            raise BaselineUsageError(_stored_problem(
+                path, nodeid, f"per_instance[{i}].mean",
+                f"is {_json_kind(row['mean'])}, not a score (a number in [0, 1])"))
 
 
 # -- the comparison --------------------------------------------------------------------------

@@ -10,6 +10,7 @@ and two writers (xdist workers) never share a temporary name.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -39,8 +40,14 @@ def write_atomic(path: str | Path, data: str | bytes, *, shared: bool = True) ->
 
     ``shared`` gives the file the mode an ordinary write would (0666 minus the umask) instead of
     the temporary file's private 0600: reports and pages are for other people and other tools.
+
+    A symlink is written through (its target gets the content, the link stays); a directory, a
+    device or a FIFO is refused (``os.replace`` would replace the node itself, e.g. /dev/null).
     """
-    target = Path(path)
+    target = Path(os.path.realpath(path))
+    if target.exists() and not target.is_file():
+        raise OSError(errno.EISDIR if target.is_dir() else errno.EINVAL,
+                      "not a regular file; refusing to replace it", str(path))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-", suffix=".tmp")
     try:

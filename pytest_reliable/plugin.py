@@ -227,14 +227,16 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         pytest.fail(f"{item.nodeid}: {error}", pytrace=False)
     failing = [report for report in item.stash.get(RESULTS_KEY, []) if not report.passed]
     if failing:
+        from pytest_reliable.redact import redact
         from pytest_reliable.report.format import cut_message
 
-        pytest.fail(cut_message("\n\n".join(report.failure_message() for report in failing)),
+        # The message quotes model answers, which may hold a secret (the key echoed back).
+        pytest.fail(redact(cut_message("\n\n".join(r.failure_message() for r in failing))),
                     pytrace=False)
     return result
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
     """Results travel on the test report (to the xdist controller) and as JUnit properties."""
     report = yield
@@ -247,10 +249,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         if not entries and report.failed and kind is not None and call.excinfo is not None:
             # Stopped before any result (pytest-timeout, an exception in the test body): the
             # test still gets its row and JSON entry, as an error.
-            entries.append({"nodeid": item.nodeid, "kind": kind, "verdict": "error",
-                            "message": call.excinfo.exconly()})
+            from pytest_reliable.report.entries import error_entry
+
+            entries.append(error_entry(item.nodeid, kind, call.excinfo.exconly()))
         if entries:
             from pytest_reliable.report import junit_properties
+
+            outcome, reason = outcome_of(report)
+            for entry in entries:
+                entry["outcome"], entry["xfail_reason"] = outcome, reason
 
             state = item.config.pluginmanager.get_plugin(STATE_NAME)
             if state is not None:
@@ -260,3 +267,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
                 item.user_properties.extend(junit_properties(entry))
             report.reliable_entries = entries
     return report
+
+
+def outcome_of(report: pytest.TestReport) -> tuple[str, str | None]:
+    """How pytest counts the test (an entry's ``outcome``) and the xfail reason: the page, the
+    step summary and the table agree with pytest's exit code (a strict xfail is expected)."""
+    reason = getattr(report, "wasxfail", None)
+    if reason is not None:
+        return ("xfailed" if report.skipped else "xpassed"), str(reason) or None
+    if report.when != "call":
+        return ("error" if report.failed else "skipped"), None
+    return report.outcome, None

@@ -21,9 +21,17 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 MASK = "***"
 MIN_SECRET_LEN = 6
 """Shorter strings are not registered: masking them would mangle ordinary text."""
+MIN_PREFIX_LEN = 8
+"""A secret cut short (an echo without its last characters) is masked from this many of its
+first characters on; a shorter secret is masked only whole."""
+_ENCODED_PREFIXES = ("", "Bearer ", "Authorization: Bearer ")
+"""Texts a client sends a key in, whose base64 a server may echo (Basic auth is ``user:pass``,
+registered from the URL)."""
 
 
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@?#]+@")
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/\s@?#]+@")
+"""The scheme's length is bounded: unbounded, a long run of letters (a model's padded answer) made
+the search quadratic (1 MB: hours)."""
 _QUERY_SECRET = re.compile(
     r"(?P<name>[?&](?:api[-_]?key|key|token|access[-_]?token|secret|password|auth|sig)=)"
     r"[^&\s#'\"]+",
@@ -42,10 +50,29 @@ _secrets: set[str] = set()
 
 
 def register_secret(value: str | None) -> None:
-    """Redact ``value`` from everything the plugin writes, for the rest of the process."""
+    """Redact ``value`` from everything the plugin writes, for the rest of the process: the value,
+    any prefix of it of at least `MIN_PREFIX_LEN` characters, and its base64 (standard and
+    URL-safe) inside any base64 text, e.g. of ``Authorization: Bearer <value>``."""
     if value and len(value) >= MIN_SECRET_LEN:
+        encoded = {core for prefix in _ENCODED_PREFIXES for core in _base64_cores(prefix + value)
+                   if len(core) >= MIN_PREFIX_LEN}
         with _lock:
             _secrets.add(value)
+            _secrets.update(encoded)
+
+
+def _base64_cores(text: str) -> set[str]:
+    """The base64 characters that encode ``text`` whatever its offset in the encoded bytes: for
+    each of the three alignments, the 4-character groups made of ``text``'s bytes alone."""
+    data = text.encode("utf-8", "surrogatepass")
+    cores = set()
+    for offset in range(3):
+        padded = b"\0" * offset + data
+        whole_groups = len(padded) // 3
+        first = 1 if offset else 0  # the first group mixes in bytes before the text
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            cores.add(encode(padded)[first * 4: whole_groups * 4].decode("ascii"))
+    return cores
 
 
 def register_url_secrets(url: str | None) -> None:
@@ -75,11 +102,37 @@ def redact(text: str) -> str:
     with _lock:
         secrets = sorted(_secrets, key=len, reverse=True)
     for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, MASK)
+        text = _mask(text, secret)
     text = _URL_USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", text)
     text = _QUERY_SECRET.sub(lambda m: m.group("name") + MASK, text)
     return _KEYWORD_PASSWORD.sub(lambda m: m.group("name") + MASK, text)
+
+
+def _mask(text: str, secret: str) -> str:
+    """``text`` with ``secret`` masked, and any run of its first `MIN_PREFIX_LEN` or more
+    characters (a key echoed cut short)."""
+    if len(secret) < MIN_PREFIX_LEN:
+        return text.replace(secret, MASK)
+    head = secret[:MIN_PREFIX_LEN]
+    start = text.find(head)
+    while start != -1:
+        end = start + MIN_PREFIX_LEN
+        while end - start < len(secret) and end < len(text) and text[end] == secret[end - start]:
+            end += 1
+        text = text[:start] + MASK + text[end:]
+        start = text.find(head, start + len(MASK))
+    return text
+
+
+def redact_strings(value: Any) -> Any:
+    """Every string in ``value`` (dicts, lists: a report entry) redacted; the rest as it is."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {key: redact_strings(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_strings(item) for item in value]
+    return value
 
 
 def _redact_record(record: logging.LogRecord) -> None:
@@ -119,6 +172,6 @@ def install_log_redaction() -> None:
 
 
 __all__ = [
-    "MASK", "install_log_redaction", "redact", "register_environment_secrets", "register_secret",
-    "register_url_secrets",
+    "MASK", "install_log_redaction", "redact", "redact_strings", "register_environment_secrets",
+    "register_secret", "register_url_secrets",
 ]

@@ -17,6 +17,7 @@ from pytest_reliable.gate import ThresholdCheck
 from pytest_reliable.pricing import Spend
 from pytest_reliable.report.entries import (
     CallsEntry,
+    UNKNOWN_CANONICAL,
     CanonicalEntry,
     ChecklistEntry,
     CircularEntry,
@@ -26,6 +27,7 @@ from pytest_reliable.report.entries import (
     ReliableEntry,
     SummaryFields,
     json_safe,
+    unknown_range,
 )
 from pytest_reliable.report.format import LINE_LIMIT, cut_text, render_messages
 from pytest_reliable.space import Space
@@ -302,11 +304,17 @@ class ReliableReport:
             "pairwise": self.pairwise,
             "maj_at_k": self.summary.maj_at_k,
             "circular": self.circular,
+            "outcome": None,  # pytest's, set by the plugin when the test's report is made
+            "xfail_reason": None,
         }
         if verdict == "error":
             # Not every call completed: no statistics (a missing answer is not a wrong one).
             for name in STATISTICS:
                 data[name] = None
+            # Every field present (SPEC section 8): canonical.score reads null, not missing.
+            data["canonical"] = dict(UNKNOWN_CANONICAL)
+            data["formats"] = unknown_range(self.summary.formats.grouping)
+            data["orders"] = unknown_range(self.summary.orders.grouping)
             data["thresholds"] = [
                 {**check.as_dict(), "observed": None, "bound": None, "passed": False}
                 for check in self.thresholds
@@ -395,8 +403,18 @@ class ChecklistReport:
                 "calls": {"made": self.calls_made, "cached": self.calls_cached},
                 "cost": self.spend.entry(),
                 "message": None if self.passed else self.failure_message(),
+                "outcome": None,
+                "xfail_reason": None,
             }
         )
+        if verdict == "error":
+            # Not every call completed: no rate (a missing answer is not a failed case).
+            data["rate"] = None
+            data["interval"] = [None, None]
+            data["thresholds"] = [
+                {**check.as_dict(), "observed": None, "bound": None, "passed": False}
+                for check in self.thresholds
+            ]
         return cast(ChecklistEntry, json_safe(data))
 
 

@@ -17,12 +17,16 @@ Labels are those of the variant's own enumerator (A / a / 1 / I / i / Ⅰ / α /
 case-insensitively. A label that is also an English word (``a``, ``I``) only counts when it is
 wrapped or followed by punctuation or the end, never as a word inside a sentence. Anything else is
 *unparsed*: scored 0 with ``parsed=False``, never an exception.
+
+Texts are compared after Unicode normalization (NFC, then casefold where case is ignored): "café"
+typed as e + combining accent is the label "café".
 """
 
 from __future__ import annotations
 
 import re
 import string
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -97,6 +101,32 @@ class Task(Protocol):
         ...
 
 
+def _nfc(text: str) -> str:
+    """One spelling of each character: "é" and "e" + combining accent are the same text."""
+    return unicodedata.normalize("NFC", text)
+
+
+def _fold(text: str) -> str:
+    """For comparisons that ignore case: NFC, casefold, NFC again (casefold can decompose)."""
+    return _nfc(_nfc(text).casefold())
+
+
+def lookalike_hint(value: Any, known: Sequence[Any]) -> str:
+    """A hint when ``value`` looks like one of ``known`` but differs in invisible characters
+    (compatibility forms such as full-width letters, zero-width or format characters)."""
+    def skeleton(text: Any) -> str:
+        kept = "".join(c for c in unicodedata.normalize("NFKC", str(text))
+                       if unicodedata.category(c) != "Cf")
+        return _fold(kept.strip())
+
+    for other in known:
+        if skeleton(value) == skeleton(other):
+            return (f" ({value!r} looks like {other!r} but differs in its Unicode characters: "
+                    f"{ascii(str(value))} vs {ascii(str(other))}; retype it or normalize the "
+                    "data to NFKC)")
+    return ""
+
+
 def _clean(text: str) -> str:
     text = _MARKDOWN.sub("", text or "")
     return re.sub(r"[ \t]+", " ", text).strip()
@@ -130,9 +160,9 @@ def _label_pattern(labels: Sequence[str]) -> str:
 
 
 def _find_label(labels: Sequence[str], found: str) -> int | None:
-    folded = found.casefold()
+    folded = _fold(found)
     for k, label in enumerate(labels):
-        if label.casefold() == folded:
+        if _fold(label) == folded:
             return k
     return None
 
@@ -147,14 +177,15 @@ def extract_choice(text: str, options: Sequence[str], labels: Sequence[str],
     (both in display order), or None when it cannot be read (see the module docstring)."""
     if not isinstance(text, str):
         return None
-    cleaned = _clean(text)
+    cleaned = _clean(_nfc(text))
     if not cleaned:
         return None
+    options, labels = [_nfc(str(o)) for o in options], [_nfc(str(x)) for x in labels]
     hit = _whole_answer(cleaned, options, labels)
     if hit is None and labels:
         hit = _explicit_pattern(cleaned, labels)
     if hit is None:
-        hit = _one_option_text(cleaned.casefold(), options)
+        hit = _one_option_text(_fold(cleaned), options)
     if hit is None and labels:
         hit = _one_wrapped_label(cleaned, labels, wrapper)
     if hit is None and labels:
@@ -209,7 +240,7 @@ def _option_text_hits(folded: str, options: Sequence[str]) -> list[tuple[int, in
     """(option index, start, end) of every whole-word occurrence of an option text."""
     hits: list[tuple[int, int, int]] = []
     for k, option in enumerate(options):
-        opt = option.casefold().strip()
+        opt = _fold(option).strip()
         if opt:
             hits += [(k, m.start(), m.end())
                      for m in re.finditer(r"(?<!\w)" + re.escape(opt) + r"(?!\w)", folded)]
@@ -376,14 +407,15 @@ class MultipleChoice(_OptionTask):
             if not isinstance(choices, list | tuple) or len(choices) < 2:
                 raise DatasetError(f"{where}: field 'choices' must be a list of at least two "
                                    f"options, got {choices!r}")
-            texts = [str(c).strip().casefold() for c in choices]
+            texts = [_fold(str(c).strip()) for c in choices]
             if len(set(texts)) != len(texts):
                 raise DatasetError(f"{where}: field 'choices' has duplicate options {choices!r}. "
                                    "Fix: make every option distinct.")
             if answer_index(record["answer"], choices) is None:
                 raise DatasetError(f"{where}: field 'answer' {record['answer']!r} is not among the "
-                                   f"choices {choices!r}. Fix: give an index, a label such as "
-                                   "'B', or the text of a choice.")
+                                   f"choices {choices!r}"
+                                   f"{lookalike_hint(record['answer'], choices)}. Fix: give an "
+                                   "index, a label such as 'B', or the text of a choice.")
 
 
 def answer_index(answer: Any, choices: Sequence[Any]) -> int | None:
@@ -394,12 +426,12 @@ def answer_index(answer: Any, choices: Sequence[Any]) -> int | None:
         return answer if 0 <= answer < len(choices) else None
     if not isinstance(answer, str):
         return None
-    text = answer.strip()
+    text = _nfc(answer.strip())
     for k, choice in enumerate(choices):
-        if str(choice).strip() == text:
+        if _nfc(str(choice).strip()) == text:
             return k
     for k, choice in enumerate(choices):
-        if str(choice).strip().casefold() == text.casefold():
+        if _fold(str(choice).strip()) == _fold(text):
             return k
     m = re.fullmatch(r"[(\[]?([A-Za-z])[)\].]?", text)
     if m:
@@ -426,7 +458,7 @@ class Classification(_OptionTask):
         labels = [str(label) for label in labels]
         if len(labels) < 2:
             raise ValueError("Classification needs at least two labels")
-        if len({label.casefold() for label in labels}) != len(labels):
+        if len({_fold(label) for label in labels}) != len(labels):
             raise ValueError(f"Classification labels must be distinct: {labels!r}")
         if template is not None and "{text}" not in template:
             raise ValueError("Classification template needs a {text} slot")
@@ -447,14 +479,15 @@ class Classification(_OptionTask):
     def gold_index(self, example: Example) -> int:
         index = self.label_index(example["label"])
         if index is None:
-            raise DatasetError(f"label {example['label']!r} is not one of {list(self.labels)!r}")
+            raise DatasetError(f"label {example['label']!r} is not one of {list(self.labels)!r}"
+                               f"{lookalike_hint(example['label'], self.labels)}")
         return index
 
     def label_index(self, label: Any) -> int | None:
         if isinstance(label, int) and not isinstance(label, bool):
             return label if 0 <= label < len(self.labels) else None
         for k, known in enumerate(self.labels):
-            if str(label).strip().casefold() == known.casefold():
+            if _fold(str(label).strip()) == _fold(known):
                 return k
         return None
 
@@ -476,7 +509,8 @@ class Classification(_OptionTask):
         ):
             if self.label_index(record["label"]) is None:
                 raise DatasetError(f"{where}: field 'label' {record['label']!r} is not one of the "
-                                   f"labels {list(self.labels)!r}")
+                                   f"labels {list(self.labels)!r}"
+                                   f"{lookalike_hint(record['label'], self.labels)}")
 
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -485,7 +519,7 @@ _PUNCT = str.maketrans("", "", string.punctuation)
 
 def normalize_text(text: str) -> str:
     """Lowercase, no punctuation, no articles, single spaces (SQuAD-style)."""
-    text = _clean(text).lower().translate(_PUNCT)
+    text = _clean(_nfc(text)).lower().translate(_PUNCT)
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 

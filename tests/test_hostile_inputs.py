@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+# In-process runs import numpy and scipy, which cannot be loaded twice: loaded once here, pytester's
+# module snapshot keeps them between runs (the file also passes on its own).
+import pytest_reliable.session  # noqa: F401
 from tests.acceptance.helpers import DATASET, RELIABLE_YAML
 
 # The model leaves a file behind when it is called: input this bad must never reach it.
@@ -399,6 +402,509 @@ def test_the_budget_counts_every_attempt_sent_also_those_abandoned_at_the_timeou
     text = result.stdout.str() + result.stderr.str()
     assert 0 < sent <= 12, (sent, text)
     assert "--reliable-budget 12calls is spent for the whole run" in text, text
+    assert_no_leak(text)
+
+
+# == Output paths: issue 20 items 1 and 2 ========================================================
+# An output never replaces a device, a directory or a link, and never lands on another output, an
+# input or a file of the plugin's: the run stops at start with a usage error naming both.
+def _gate_project(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_hostile=EVALUATE.replace("{dataset!r}", repr(DATASET)))
+
+
+def _usage_error(result: pytest.RunResult, *fragments: str) -> str:
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, text
+    for fragment in fragments:
+        assert fragment in text, (fragment, text)
+    assert_no_leak(text)
+    return text
+
+
+def test_a_report_over_the_cache_is_refused_and_the_paid_answers_stay(
+    pytester: pytest.Pytester,
+) -> None:
+    _gate_project(pytester)
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    cache = pytester.path / ".reliable" / "cache.sqlite"
+    answers = cache.read_bytes()
+    (pytester.path / "MODEL_CALLED").unlink()
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-record=none",
+                                "--reliable-report=.reliable/cache.sqlite")
+    _usage_error(result, "--reliable-report=", "--reliable-cache", "paid answers")
+    assert cache.read_bytes() == answers
+    assert not (pytester.path / "MODEL_CALLED").exists()
+
+
+@pytest.mark.parametrize(("args", "fragments"), [
+    (("--reliable-report=out.json", "--reliable-html=out.json"),
+     ("--reliable-report=", "--reliable-html=", "same file")),
+    (("--reliable-report=out.xml", "--junitxml=out.xml"),
+     ("--reliable-report=", "--junitxml=", "same file")),
+    (("--reliable-html=sub/../page.html", "--junitxml=page.html"),
+     ("--reliable-html=", "--junitxml=", "same file")),
+    (("--reliable-baseline-report=base.json", "--reliable-report=base.json"),
+     ("--reliable-report=", "--reliable-baseline-report")),
+    (("--reliable-report=reliable.yaml",), ("--reliable-report=", "--reliable-config")),
+    (("--reliable-html=reliable.lock",), ("--reliable-html=", "reliable.lock")),
+    (("--reliable-report=.reliable/budget.sqlite",), ("--reliable-report=", "budget ledger")),
+    (("--reliable-html=.reliable/n_star/page.html",), ("--reliable-html=", "n* store")),
+    (("--reliable-cache=answers.db", "--reliable-report=answers.db-wal"),
+     ("--reliable-report=", "--reliable-cache")),
+], ids=["report=html", "report=junitxml", "html=junitxml via ..", "report=baseline report",
+        "report=reliable.yaml", "html=reliable.lock", "report=budget ledger",
+        "html in the n* store", "report=cache's WAL"])
+def test_outputs_over_each_other_or_the_plugins_files_are_usage_errors(
+    pytester: pytest.Pytester, args: tuple[str, ...], fragments: tuple[str, ...],
+) -> None:
+    _gate_project(pytester)
+    (pytester.path / "base.json").write_text("{}")
+    before = {p: p.read_bytes() for p in pytester.path.rglob("*") if p.is_file()}
+    result = pytester.runpytest("-p", "no:cacheprovider", *args)
+    _usage_error(result, *fragments)
+    assert not (pytester.path / "MODEL_CALLED").exists()
+    assert {p: p.read_bytes() for p in before} == before  # nothing was overwritten
+
+
+def test_outputs_over_the_step_summary_are_usage_errors(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _gate_project(pytester)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "summary.md"))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-report=summary.md")
+    _usage_error(result, "--reliable-report=", "$GITHUB_STEP_SUMMARY")
+
+
+@pytest.mark.parametrize("target", ["device", "fifo", "link to a directory", "link to a device",
+                                    "link loop"])
+def test_outputs_that_are_no_regular_file_are_refused(
+    pytester: pytest.Pytester, target: str,
+) -> None:
+    _gate_project(pytester)
+    path = pytester.path / "out.json"
+    if target == "device":
+        path = Path(os.devnull)
+    elif target == "fifo":
+        os.mkfifo(path)
+    elif target == "link to a directory":
+        (pytester.path / "reports").mkdir()
+        path.symlink_to(pytester.path / "reports")
+    elif target == "link to a device":
+        path.symlink_to(os.devnull)
+    else:
+        path.symlink_to(pytester.path / "loop.json")
+        (pytester.path / "loop.json").symlink_to(path)
+    for flag in ("--reliable-report", "--reliable-html"):
+        result = pytester.runpytest("-p", "no:cacheprovider", f"{flag}={path}")
+        _usage_error(result, f"{flag}={path}")
+    assert not (pytester.path / "MODEL_CALLED").exists()
+    assert Path(os.devnull).is_char_device()
+    if target.startswith("link"):
+        assert path.is_symlink()
+
+
+def test_a_link_to_a_regular_file_is_written_through_and_stays_a_link(
+    pytester: pytest.Pytester,
+) -> None:
+    _gate_project(pytester)
+    (pytester.path / "reports").mkdir()
+    real = pytester.path / "reports" / "latest.json"
+    real.write_text("old")
+    link = pytester.path / "report.json"
+    link.symlink_to(real)
+    pytester.runpytest("-p", "no:cacheprovider",
+                       "--reliable-report=report.json").assert_outcomes(passed=1)
+    assert link.is_symlink() and link.resolve() == real
+    assert json.loads(real.read_text())["tests"][0]["verdict"] == "passed"
+
+
+# == A tampered or malformed stored baseline: issue 20 items 5 and 6 =============================
+# Every stored score is a number in [0, 1], every test is stored once, every row has the shape a
+# run writes; otherwise the run stops at start naming the file, the test and the field.
+BASELINE_TEST = EVALUATE.replace('mode="fixed")', 'mode="fixed", max_regression=0.1)')
+NODEID = "test_hostile.py::test_gate"
+
+
+def _stored_baseline(pytester: pytest.Pytester) -> dict[str, Any]:
+    """The production run's report (the same scripted model), as the baseline for the next."""
+    _gate_project(pytester)
+    pytester.runpytest("-p", "no:cacheprovider", "--reliable-report=prod.json").assert_outcomes(
+        passed=1)
+    pytester.makepyfile(test_hostile=BASELINE_TEST.replace("{dataset!r}", repr(DATASET)))
+    report: dict[str, Any] = json.loads((pytester.path / "prod.json").read_text())
+    return report
+
+
+def _deep(depth: int) -> str:
+    return '{"schema_version": 1, "tests": ' + "[" * depth + "]" * depth + "}"
+
+
+def _row(report: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = report["tests"][0]["per_instance"][0]
+    return row
+
+
+TAMPERED: dict[str, tuple[Callable[[dict[str, Any]], Any], tuple[str, ...]]] = {
+    "negative scores": (lambda r: [row.update(scores=[-3.0] * len(row["scores"]))
+                                   for row in r["tests"][0]["per_instance"]],
+                        ("per_instance[0].scores[0]", "-3.0", "[0, 1]")),
+    "score above one": (lambda r: _row(r).update(scores=[5.0] * len(_row(r)["scores"])),
+                        ("per_instance[0].scores[0]", "5.0")),
+    "score as a string": (lambda r: _row(r)["canonical"].__setitem__(0, "1"),
+                          ("per_instance[0].canonical[0]", '"1"')),
+    "score as true": (lambda r: _row(r)["scores"].__setitem__(0, True),
+                      ("per_instance[0].scores[0]", "true")),
+    "mean not a score": (lambda r: _row(r).update(mean=None), ("per_instance[0].mean", "null")),
+    "duplicated test": (lambda r: r["tests"].append(dict(r["tests"][0])),
+                        ("nodeid", "stored twice")),
+    "row without scores": (lambda r: _row(r).pop("scores"), ("per_instance[0].scores", "null")),
+    "rows of other lengths": (lambda r: _row(r)["scores"].append(1.0),
+                              ("per_instance[1].scores", "where per_instance[0].scores has 3")),
+    "per_instance a string": (lambda r: r["tests"][0].update(per_instance="oops"),
+                              ("per_instance", '"oops"', "not a list")),
+    "row not an object": (lambda r: r["tests"][0]["per_instance"].__setitem__(0, 7),
+                          ("per_instance[0]", "not an object")),
+    "nodeid a number": (lambda r: r["tests"][0].update(nodeid=3), ("tests[0]", "nodeid")),
+    "tests not a list": (lambda r: r.update(tests={"a": 1}), ("'tests'", "not a list")),
+}
+
+
+# Each case runs pytest twice (over 5 s): two stay in the fast loop, the rest are slow (CI runs all).
+FAST_TAMPERED = ("negative scores", "duplicated test")
+
+
+@pytest.mark.parametrize("tamper", [
+    pytest.param(name, marks=() if name in FAST_TAMPERED else pytest.mark.slow)
+    for name in TAMPERED])
+def test_a_tampered_stored_baseline_is_a_usage_error_naming_file_test_and_field(
+    pytester: pytest.Pytester, tamper: str,
+) -> None:
+    report = _stored_baseline(pytester)
+    change, fragments = TAMPERED[tamper]
+    change(report)
+    (pytester.path / "prod.json").write_text(json.dumps(report))
+    (pytester.path / "MODEL_CALLED").unlink()
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-baseline-report=prod.json")
+    named_test = () if tamper in ("nodeid a number", "tests not a list") else (NODEID,)
+    _usage_error(result, "--reliable-baseline-report", "prod.json", *named_test, *fragments)
+    assert not (pytester.path / "MODEL_CALLED").exists()
+
+
+@pytest.mark.slow
+def test_an_untampered_stored_baseline_pairs_and_a_deep_one_is_a_usage_error(
+    pytester: pytest.Pytester,
+) -> None:
+    report = _stored_baseline(pytester)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-baseline-report=prod.json",
+                                "--reliable-report=candidate.json")
+    result.assert_outcomes(passed=1)
+    entry = json.loads((pytester.path / "candidate.json").read_text())["tests"][0]
+    assert entry["baseline"]["source"] == "report"
+    assert entry["baseline"]["difference"]["estimate"] == pytest.approx(0.0)
+    assert report["tests"][0]["per_instance"]
+    (pytester.path / "prod.json").write_text(_deep(100_000))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-baseline-report=prod.json")
+    _usage_error(result, "--reliable-baseline-report", "prod.json", "deep")
+
+
+# == A test whose calls did not complete carries every field, null: issue 20 item 21 ==============
+# SPEC section 8: every field present; a missing answer is not a wrong one, so no statistic is
+# reported for it (canonical.score is null, not absent; an MFT's rate is null, not 0.0).
+ERROR_TESTS = EVALUATE + '''
+
+@pytest.mark.mft(min_pass=0.5)
+def test_mft(reliable):
+    from pytest_reliable import Classification
+    reliable.mft([{"text": "good", "label": "positive"}],
+                 Classification(labels=["positive", "negative"]))
+
+
+@pytest.mark.reliable(n=2)
+def test_raises(reliable):
+    raise RuntimeError("boom in the test body")
+'''
+
+
+def test_a_test_whose_calls_did_not_complete_has_every_field_null(
+    pytester: pytest.Pytester,
+) -> None:
+    from typing import get_type_hints
+
+    from pytest_reliable.report.entries import ChecklistEntry, ReliableEntry
+
+    _gate_project(pytester)
+    pytester.makepyfile(test_hostile=ERROR_TESTS.replace("{dataset!r}", repr(DATASET)))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-record=none",
+                                "--reliable-report=r.json")
+    result.assert_outcomes(failed=3)
+    assert not (pytester.path / "MODEL_CALLED").exists()
+    entries = {e["nodeid"].split("::")[1]: e
+               for e in json.loads((pytester.path / "r.json").read_text())["tests"]}
+    for name in ("test_gate", "test_raises"):
+        entry = entries[name]
+        assert entry["verdict"] == "error"
+        assert set(get_type_hints(ReliableEntry)) <= set(entry), name
+        assert entry["canonical"] == {"score": None, "wilson_low": None, "wilson_high": None,
+                                      "n": None, "interval_method": None}
+        for statistic in ("mean", "std", "pass_at_1", "pass_hat_k", "dimensions"):
+            assert entry[statistic] is None, (name, statistic)
+        for grouping in ("formats", "orders"):
+            assert {entry[grouping][k] for k in ("min", "median", "max")} == {None}
+    assert entries["test_gate"]["formats"]["grouping"] == "formats"
+    assert "boom in the test body" in entries["test_raises"]["message"]
+    mft = entries["test_mft"]
+    assert set(get_type_hints(ChecklistEntry)) <= set(mft)
+    assert mft["verdict"] == "error" and mft["rate"] is None and mft["interval"] == [None, None]
+    assert [t["observed"] for t in mft["thresholds"]] == [None]
+
+
+# == The reports agree with pytest's outcome: issue 20 item 23 =====================================
+# A strict xfail is expected (exit code 0): the page, the step summary and the table say so; a test
+# whose own assert fails after its gate passed blocks, as pytest counts it.
+OUTCOME_TESTS = '''
+import pytest
+from pytest_reliable import Dataset, MultipleChoice
+
+DATA = Dataset.from_records({dataset!r})
+
+
+@pytest.mark.reliable(space="wrappers", n=4, mode="fixed", min_score=0.25)
+def test_passes(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+
+
+@pytest.mark.xfail(strict=True, reason="the format <b>sensitivity</b> is known")
+@pytest.mark.reliable(space="wrappers", n=4, mode="fixed", min_worst=0.5)
+def test_known_weakness(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+{extra}'''
+OWN_ASSERT = '''
+
+@pytest.mark.reliable(space="wrappers", n=4, mode="fixed", min_score=0.25)
+def test_own_assert(reliable):
+    report = reliable.evaluate(DATA, MultipleChoice())
+    assert report.mean > 0.9, "the user's own check"
+'''
+
+
+@pytest.mark.parametrize("own_assert", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["xfail only", "with a failing assert"])
+def test_the_reports_agree_with_pytests_outcome(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, own_assert: bool,
+) -> None:
+    from tests.acceptance.helpers import CONFTEST as FORMAT_SENSITIVE
+
+    pytester.makeconftest(FORMAT_SENSITIVE)
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_outcome=OUTCOME_TESTS.replace("{dataset!r}", repr(DATASET)).replace(
+        "{extra}", OWN_ASSERT if own_assert else ""))
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "summary.md"))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-report=r.json",
+                                "--reliable-html=page.html")
+    text = result.stdout.str()
+    entries = {e["nodeid"].split("::")[1]: e
+               for e in json.loads((pytester.path / "r.json").read_text())["tests"]}
+    page = (pytester.path / "page.html").read_text()
+    summary = (pytester.path / "summary.md").read_text()
+    known = entries["test_known_weakness"]
+    assert (known["verdict"], known["outcome"]) == ("failed", "xfailed")
+    assert known["xfail_reason"] == "the format <b>sensitivity</b> is known"
+    assert entries["test_passes"]["outcome"] == "passed"
+    assert "failed (expected failure)" in text, text
+    assert "expected failure" in page and "(xfail: the format &lt;b&gt;sensitivity" in page
+    assert "<b>sensitivity</b>" not in page
+    assert "Release not blocked" not in summary or not own_assert
+    if own_assert:
+        result.assert_outcomes(passed=1, xfailed=1, failed=1)
+        own = entries["test_own_assert"]
+        assert (own["verdict"], own["outcome"]) == ("failed", "failed")
+        assert "Release blocked: 1 of 3 tests did not pass." in page
+        assert "**Release blocked**: 1 of 3 tests did not pass." in summary
+    else:
+        result.assert_outcomes(passed=1, xfailed=1)
+        assert result.ret == pytest.ExitCode.OK
+        assert "Release blocked" not in page
+        assert "Release not blocked: 1 of 2 tests passed, 1 failed as expected (xfail)." in page
+        assert "**Release not blocked**" in summary and "1 failed as expected (xfail)" in summary
+        assert "test_known_weakness (expected failure: the format &lt;b&gt;" in summary
+
+
+# == The page's summary row shows min / median / max over formats: issue 20 item 24 ================
+def test_the_pages_summary_row_shows_the_three_release_gate_numbers(
+    pytester: pytest.Pytester,
+) -> None:
+    from tests.acceptance.helpers import CONFTEST as FORMAT_SENSITIVE
+
+    pytester.makeconftest(FORMAT_SENSITIVE)
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_outcome=OUTCOME_TESTS.replace("{dataset!r}", repr(DATASET)).replace(
+        "{extra}", ""))
+    pytester.runpytest("-p", "no:cacheprovider", "--reliable-html=page.html",
+                       "--reliable-report=r.json").assert_outcomes(passed=1, xfailed=1)
+    page = (pytester.path / "page.html").read_text()
+    summary = page.split("<h2>Summary</h2>", 1)[1].split("<h2>Tests</h2>", 1)[0]
+    formats = json.loads((pytester.path / "r.json").read_text())["tests"][0]["formats"]
+    shown = " / ".join(f"{formats[k]:.3f}" for k in ("min", "median", "max"))
+    assert shown == "0.000 / 0.500 / 1.000"  # the model is right only under "({})"
+    assert summary.count(f"formats min / median / max {shown}") == 2, summary
+
+
+# == The key never leaves the process, however it is echoed: issue 20 item 4 ======================
+# A server that answers (HTTP 200) with the key, its base64, the base64 of its Authorization
+# header and the key without its last characters: none of them reaches the report, the page, the
+# JUnit file, the step summary, the DEBUG log or the terminal. The cache keeps the answer as paid.
+KEY = "sk-hostile-0123456789abcdefXYZ"
+
+
+def _echoes(key: str) -> list[str]:
+    import base64
+
+    return [key, base64.b64encode(key.encode()).decode().rstrip("="),
+            base64.b64encode(f"Authorization: Bearer {key}".encode()).decode().rstrip("="),
+            key[:-7]]
+
+
+@pytest.mark.slow  # a pytest subprocess against a scripted server
+def test_a_key_echoed_in_an_answer_is_redacted_in_every_output(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_reliable.testing import ScriptedServer
+
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_key=EVALUATE.replace("{dataset!r}", repr(DATASET)).replace(
+        'mode="fixed")', 'mode="fixed", min_score=0.99)'))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "summary.md"))
+    answer = "B. " + " | ".join(_echoes(KEY))
+    with ScriptedServer(lambda messages, params: answer) as server:
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "--reliable-model=scripted",
+            f"--reliable-base-url={server.base_url}", "--reliable-report=r.json",
+            "--reliable-html=page.html", "--junitxml=junit.xml", "--log-level=DEBUG",
+            "--log-file=debug.log", "--log-file-level=DEBUG", "-rA", "--reliable-full-text")
+    result.assert_outcomes(failed=1)
+    outputs = {"terminal": result.stdout.str() + result.stderr.str()}
+    outputs |= {name: (pytester.path / name).read_text(encoding="utf-8")
+                for name in ("r.json", "page.html", "junit.xml", "summary.md", "debug.log")}
+    assert "***" in outputs["r.json"] and "***" in outputs["terminal"]
+    for name, text in outputs.items():
+        for echo in _echoes(KEY):
+            assert echo not in text, (name, echo)
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(pytester.path / ".reliable" / "cache.sqlite")) as db:
+        cached = " ".join(str(row) for row in db.execute("SELECT * FROM responses"))
+    assert KEY in cached  # the paid answer as it came back: the cache is the project's own file
+
+
+def test_a_url_password_never_shows_in_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--reliable-base-url=ftp://user:PW-hostile-4242@host/v1")
+    text = _usage_error(result, "--reliable-base-url", "ftp://***@host/v1")
+    assert "PW-hostile-4242" not in text
+
+
+# == Base URLs are checked at start, the baseline's too: issue 20 item 17 ===========================
+@pytest.mark.parametrize(("option", "url", "fragment"), [
+    ("--reliable-base-url", "http://h:99999/v1", "port"),
+    ("--reliable-base-url", "http://h:0/v1", "port 0"),
+    ("--reliable-base-url", "http://h:eighty/v1", "port"),
+    ("--reliable-base-url", "http:///v1", "host"),
+    ("--reliable-baseline-base-url", "http://h:99999/v1", "port"),
+    ("--reliable-baseline-base-url", "ftp://h/v1", "http(s) URL"),
+    ("--reliable-baseline-base-url", "not a url", "http(s) URL"),
+])
+def test_base_urls_are_checked_at_start(
+    pytester: pytest.Pytester, option: str, url: str, fragment: str,
+) -> None:
+    _gate_project(pytester)
+    result = pytester.runpytest("-p", "no:cacheprovider", f"{option}={url}")
+    _usage_error(result, option, fragment)
+    assert not (pytester.path / "MODEL_CALLED").exists()
+
+
+# == An unwritable $GITHUB_STEP_SUMMARY warns once and keeps the exit code: issue 20 item 8 ========
+@pytest.mark.parametrize("summary", [pytest.param("a directory", marks=pytest.mark.slow),
+                                     "a full disk"])
+def test_an_unwritable_step_summary_warns_once_and_keeps_the_exit_code(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, summary: str,
+) -> None:
+    _gate_project(pytester)
+    target = pytester.mkdir("summary_dir") if summary == "a directory" else Path("/dev/full")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-report=r.json")
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.OK, text
+    result.assert_outcomes(passed=1)
+    assert text.count("could not append to $GITHUB_STEP_SUMMARY") == 1, text
+    assert str(target) in text
+    assert_no_leak(text)
+    assert json.loads((pytester.path / "r.json").read_text())["tests"][0]["verdict"] == "passed"
+
+
+# == A deeply nested reliable.yaml is a usage error naming the file: issue 20 item 10 =============
+@pytest.mark.parametrize("depth", [pytest.param(60, marks=pytest.mark.slow), 3_000,
+                                   pytest.param(100_000, marks=pytest.mark.slow)])
+def test_a_deeply_nested_reliable_yaml_is_a_usage_error(
+    pytester: pytest.Pytester, depth: int,
+) -> None:
+    _gate_project(pytester)
+    (pytester.path / "reliable.yaml").write_text(
+        "spaces:\n  wrappers:\n    wrapper: " + "[" * depth + "x" + "]" * depth + "\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    _usage_error(result, "reliable.yaml", "nest more than 50 deep")
+    assert not (pytester.path / "MODEL_CALLED").exists()
+
+
+# == Labels that look identical are the same label: issue 20 item 16 ===============================
+# NFC "café" (one code point) and NFD "café" (e + combining accent) are one label; a label that
+# only looks the same (full-width letters) is refused with a hint showing the characters.
+NFC_CAFE = "caf\u00e9"
+NFD_CAFE = "cafe\u0301"
+UNICODE_TEST = '''
+import pytest
+from pytest_reliable import Classification, text_model
+
+DATA = [{{"text": "order {{i}}", "label": {label!r}}} for i in range(6)]
+
+
+@pytest.fixture
+def reliable_model():
+    return text_model(lambda prompt: {answer!r}, id="unicode")
+
+
+@pytest.mark.mft(min_pass=0.5)
+def test_mft(reliable):
+    reliable.mft(DATA, Classification(labels=[{nfc!r}, "tea"]))
+'''
+
+
+@pytest.mark.parametrize(("label", "answer"), [
+    (NFD_CAFE, NFC_CAFE), pytest.param(NFC_CAFE, NFD_CAFE, marks=pytest.mark.slow),
+    pytest.param(NFD_CAFE, NFD_CAFE.upper() + ".", marks=pytest.mark.slow)],
+                         ids=["NFD label", "NFD answer", "NFD answer in capitals"])
+def test_labels_are_compared_after_unicode_normalization(
+    pytester: pytest.Pytester, label: str, answer: str,
+) -> None:
+    pytester.makepyfile(test_unicode=UNICODE_TEST.format(label=label, answer=answer, nfc=NFC_CAFE))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--reliable-report=r.json")
+    result.assert_outcomes(passed=1)
+    entry = json.loads((pytester.path / "r.json").read_text())["tests"][0]
+    assert entry["rate"] == 1.0 and entry["failures"] == []
+
+
+def test_a_label_that_only_looks_the_same_is_refused_with_a_hint(
+    pytester: pytest.Pytester,
+) -> None:
+    full_width = "\uff43\uff41\uff46\u00e9"
+    pytester.makepyfile(test_unicode=UNICODE_TEST.format(label=full_width, answer=NFC_CAFE,
+                                                         nfc=NFC_CAFE))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    text = result.stdout.str()
+    result.assert_outcomes(failed=1)
+    assert "looks like 'café' but differs in its Unicode characters" in text, text
+    assert "'\\uff43\\uff41\\uff46\\xe9' vs 'caf\\xe9'" in text, text
     assert_no_leak(text)
 
 

@@ -222,3 +222,84 @@ def test_builtin_tasks_satisfy_the_task_protocol() -> None:
     assert tasks[0].demo_answer(example) == "y"
     assert tasks[0].render_plain(example) is None
     assert tasks[1].render_plain({"text": "t", "label": "a"}) is not None
+
+
+# -- the user's two doors: marker decorators and evaluate(**overrides), typed (issue 21 item 3) --
+DOORS_TEST = '''
+from __future__ import annotations
+
+from pytest_reliable import (
+    Classification, Dataset, MultipleChoice, ReliableFixture, directional, invariance, mft,
+    reliable,
+)
+
+DATA = Dataset.from_records([{"question": "2+2?", "choices": ["3", "4"], "answer": 1}])
+
+
+@reliable(n=3, min_score=0.4, decide="pass-on-evidence", mode="fixed", group_by=["wrapper"])
+def test_gate(reliable: ReliableFixture) -> None:
+    reliable.evaluate(DATA, MultipleChoice(), min_worst=0.2, decide="estimate", n=None)
+
+
+@reliable
+def test_bare(reliable: ReliableFixture) -> None:
+    pass
+
+
+@invariance(perturb=["typos"], max_flip_rate=0.1)
+@directional(perturb="negation", expect="flip", max_fail_rate=0.2)
+@mft(min_pass=0.5, decide="fail-on-evidence")
+def test_checklist(reliable: ReliableFixture) -> None:
+    reliable.mft(DATA, Classification(["yes", "no"]), min_pass=0.9)
+'''
+DOORS_MISTAKES = '''
+from __future__ import annotations
+
+from pytest_reliable import Dataset, MultipleChoice, ReliableFixture, mft, reliable
+
+DATA = Dataset.from_records([{"question": "2+2?", "choices": ["3", "4"], "answer": 1}])
+
+
+@reliable(min_scor=0.4)
+def test_misspelt(reliable: ReliableFixture) -> None:
+    pass
+
+
+@reliable(decide="pass_on_evidence")
+def test_policy(reliable: ReliableFixture) -> None:
+    pass
+
+
+@mft(n="ten")
+def test_mft_n(reliable: ReliableFixture) -> None:
+    pass
+
+
+@reliable(n=2)
+def test_override(reliable: ReliableFixture) -> None:
+    reliable.evaluate(DATA, MultipleChoice(), n="ten")
+'''
+
+
+@pytest.mark.slow
+def test_mypy_catches_bad_marker_and_override_arguments(tmp_path: Path, mypy_cache: Path) -> None:
+    (tmp_path / "test_doors.py").write_text(DOORS_TEST, encoding="utf-8")
+    (tmp_path / "test_mistakes.py").write_text(DOORS_MISTAKES, encoding="utf-8")
+    result = mypy("test_doors.py", "test_mistakes.py", cwd=tmp_path, cache=mypy_cache)
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    assert not [line for line in errors if line.startswith("test_doors.py")], result.stdout
+    lines = {int(line.split(":")[1]) for line in errors}
+    source = DOORS_MISTAKES.splitlines()
+    wanted = {i for i, text in enumerate(source, start=1)
+              if "min_scor" in text or "pass_on_evidence" in text or '"ten"' in text}
+    assert len(wanted) == 4 and lines == wanted, result.stdout
+    assert result.returncode == 1
+
+
+def test_typed_markers_are_pytests_own_at_run_time() -> None:
+    from pytest_reliable import directional, invariance, mft, reliable
+
+    for name, decorator in (("reliable", reliable), ("invariance", invariance),
+                            ("directional", directional), ("mft", mft)):
+        assert isinstance(decorator, pytest.MarkDecorator) and decorator.name == name
+        assert decorator(n=3).kwargs == {"n": 3}

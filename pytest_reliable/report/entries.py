@@ -15,7 +15,7 @@ Everything the HTML page draws is stored here (the page computes no statistic): 
 from __future__ import annotations
 
 import math
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 
 class GroupEntry(TypedDict):
@@ -60,6 +60,38 @@ class CanonicalEntry(TypedDict):
     wilson_high: float
     n: int
     interval_method: str
+
+
+class UnknownCanonicalEntry(TypedDict):
+    """``canonical`` of a test whose calls did not all complete (verdict ``error``): every field
+    present and null (SPEC section 8), so ``canonical.score`` reads null rather than missing."""
+
+    score: None
+    wilson_low: None
+    wilson_high: None
+    n: None
+    interval_method: None
+
+
+class UnknownRangeEntry(TypedDict):
+    """``formats`` / ``orders`` of a test whose calls did not all complete: null numbers, no
+    groups; ``grouping`` is the test's when it is known."""
+
+    min: None
+    median: None
+    max: None
+    grouping: str | None
+    per_variant: dict[str, GroupEntry]
+    noise_floor: None
+
+
+UNKNOWN_CANONICAL: UnknownCanonicalEntry = {
+    "score": None, "wilson_low": None, "wilson_high": None, "n": None, "interval_method": None}
+
+
+def unknown_range(grouping: str | None = None) -> UnknownRangeEntry:
+    return {"min": None, "median": None, "max": None, "grouping": grouping, "per_variant": {},
+            "noise_floor": None}
 
 
 class SummaryFields(TypedDict):
@@ -237,9 +269,9 @@ class ReliableEntry(TypedDict):
     n_resamplings: int | None
     mean: float | None
     std: float | None
-    canonical: CanonicalEntry | None
-    formats: RangeEntry | None
-    orders: RangeEntry | None
+    canonical: CanonicalEntry | UnknownCanonicalEntry
+    formats: RangeEntry | UnknownRangeEntry
+    orders: RangeEntry | UnknownRangeEntry
     dimensions: dict[str, dict[str, float]] | None
     pass_at_1: float | None
     pass_at_k: float | None
@@ -283,6 +315,11 @@ class ReliableEntry(TypedDict):
     """Majority vote of the canonical pass's k samples, ties wrong (SPEC section 12)."""
     circular: CircularEntry | None
     """With ``circular=True``: the share of instances right under every cyclic shift."""
+    outcome: str | None
+    """pytest's outcome of the test (`PYTEST_OUTCOMES`), which decides the run's exit code: an
+    expected failure (``xfailed``) does not block a release. Null outside pytest."""
+    xfail_reason: str | None
+    """The xfail marker's reason when the outcome is ``xfailed`` or ``xpassed``."""
 
 
 class FailureEntry(TypedDict):
@@ -313,6 +350,8 @@ class ChecklistEntry(TypedDict):
     calls: CallsEntry
     cost: CostEntry
     message: str | None
+    outcome: str | None
+    xfail_reason: str | None
 
 
 class _ErrorRequired(TypedDict):
@@ -324,9 +363,36 @@ class _ErrorRequired(TypedDict):
 
 class ErrorEntry(_ErrorRequired, total=False):
     """A test that stopped before it had a report (a `ReliableError`: bad data, a model that
-    cannot be reached, ...). ``usage_error``: a misconfigured baseline comparison."""
+    cannot be reached, an exception in the test body). ``usage_error``: a misconfigured baseline
+    comparison. `error_entry` makes one: besides these keys it carries every other key of its
+    kind's entry (`ReliableEntry` or `ChecklistEntry`), null where unknown (SPEC section 8:
+    every field present)."""
 
     usage_error: bool
+    outcome: str | None
+    xfail_reason: str | None
+
+
+PYTEST_OUTCOMES = ("passed", "failed", "error", "xfailed", "xpassed", "skipped")
+"""An entry's ``outcome``: how pytest counted the test (``error``: it failed outside its body)."""
+
+
+def error_entry(nodeid: str, kind: str, message: str, *, usage_error: bool = False) -> ErrorEntry:
+    """The entry of a test that stopped before it had a report: every field of its kind's entry,
+    null (``canonical``, ``formats`` and ``orders`` as objects of nulls, ``interval`` two nulls,
+    lists empty; ``calls`` nulls: the calls it made are not known here)."""
+    shape = ReliableEntry if kind == "reliable" else ChecklistEntry
+    fields: dict[str, Any] = dict.fromkeys(shape.__annotations__)
+    fields.update({"thresholds": [], "calls": {"made": None, "cached": None}})
+    if kind == "reliable":
+        fields.update({"canonical": dict(UNKNOWN_CANONICAL), "formats": unknown_range(),
+                       "orders": unknown_range(), "notes": []})
+    else:
+        fields.update({"interval": [None, None], "failures": []})
+    fields.update({"nodeid": nodeid, "kind": kind, "verdict": "error", "message": message})
+    if usage_error:
+        fields["usage_error"] = True
+    return cast(ErrorEntry, fields)
 
 
 Entry = ReliableEntry | ChecklistEntry | ErrorEntry

@@ -64,6 +64,37 @@ def n_star_cell(entry: Mapping[str, Any]) -> str:
     return f"{n_star}!" if entry.get("n_star_reliable") is False else str(n_star)
 
 
+# -- pytest's outcome beside the gate's verdict: the reports agree with the run's exit code --------
+NOT_BLOCKING = frozenset({"passed", "xfailed", "xpassed", "skipped"})
+"""pytest outcomes that do not fail the run (an expected failure is expected)."""
+OUTCOME_NOTES = {"xfailed": "expected failure", "xpassed": "unexpected pass",
+                 "failed": "test failed", "error": "test error", "skipped": "skipped"}
+
+
+def blocks_release(entry: Mapping[str, Any]) -> bool:
+    """Whether the test fails the run as pytest counted it (its ``outcome``); an entry without
+    one (a report from a script or an earlier version) blocks unless its verdict passed."""
+    outcome = entry.get("outcome")
+    if isinstance(outcome, str) and outcome in OUTCOME_NOTES.keys() | NOT_BLOCKING:
+        return outcome not in NOT_BLOCKING
+    return entry.get("verdict") != "passed"
+
+
+def verdict_text(entry: Mapping[str, Any]) -> str:
+    """The gate's verdict, with pytest's outcome when it says more: ``failed (expected
+    failure)`` for a strict xfail, ``passed (test failed)`` when the test's own assert failed."""
+    verdict = MISSING if entry.get("verdict") is None else str(entry.get("verdict"))
+    outcome = entry.get("outcome")
+    if outcome == verdict or outcome not in OUTCOME_NOTES:
+        return verdict
+    return f"{verdict} ({OUTCOME_NOTES[str(outcome)]})"
+
+
+def stopped_before_report(entry: Mapping[str, Any]) -> bool:
+    """A test that stopped before it had a report (`entries.error_entry`): no calls counted."""
+    return entry.get("verdict") == "error" and get(entry, "calls", "made") is None
+
+
 class Column(NamedTuple):
     """One summary-table column (after the test name): header, the cell of one JSON entry, and
     ``keep``: stays at any terminal width (the others are dropped, last first, to fit)."""
@@ -192,7 +223,7 @@ RELIABLE_COLUMNS: list[Column] = [
     Column("pass@1/@k/^k", _passes_cell),
     Column("n*", n_star_cell),
     Column("calls new/cached", _calls_cell),
-    Column("verdict", _text_cell("verdict"), keep=True),
+    Column("verdict", verdict_text, keep=True),
 ]
 """The `reliable` table's columns; add one here (or with the pytest_reliable_table_columns hook)."""
 NARROW = {"formats min/med/max": Column("worst format", lambda e: num(get(e, "formats", "min")),
@@ -206,7 +237,7 @@ CHECKLIST_COLUMNS: list[Column] = [
     Column("pairs", _text_cell("pairs")),
     Column("unparsed", _text_cell("unparsed")),
     Column("calls new/cached", _calls_cell),
-    Column("verdict", _text_cell("verdict"), keep=True),
+    Column("verdict", verdict_text, keep=True),
 ]
 
 

@@ -35,7 +35,9 @@ from pytest_reliable.report.charts import (
 )
 from pytest_reliable.report.entries import json_safe
 from pytest_reliable.report.format import (
+    OUTCOME_NOTES,
     RATE_NAMES,
+    blocks_release,
     encodable,
     printable,
     short_nodeids,
@@ -73,7 +75,7 @@ td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:now
 .badge{display:inline-block;white-space:nowrap;border-radius:10px;padding:0 8px;font-size:12px;font-weight:700;
 color:#fff;text-transform:uppercase;letter-spacing:.03em}
 .badge.passed{background:var(--pass)}.badge.failed{background:var(--fail)}
-.badge.error,.badge.other{background:var(--error)}
+.badge.error,.badge.other{background:var(--error)}.badge.expected{background:var(--muted)}
 .ok{color:var(--pass);font-weight:600}.bad{color:var(--fail);font-weight:600}
 .na{color:var(--muted);font-style:italic}
 .note{color:var(--muted);font-style:italic}
@@ -83,6 +85,7 @@ details.test[open]>summary{border-bottom:1px solid var(--line);margin-bottom:6px
 details.test.failed{border-left:4px solid var(--fail)}
 details.test.passed{border-left:4px solid var(--pass)}
 details.test.error,details.test.other{border-left:4px solid var(--error)}
+details.test.expected{border-left:4px solid var(--muted)}
 dl.facts{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:2px 14px;margin:6px 0}
 dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;overflow-wrap:anywhere}
 pre{background:var(--soft);border:1px solid var(--line);border-radius:4px;padding:8px;
@@ -177,6 +180,23 @@ def _verdict_class(verdict: Any) -> str:
 def _badge(verdict: Any) -> str:
     label = _text(verdict, 20) if verdict else "no verdict"
     return f'<span class="badge {_verdict_class(verdict)}">{label}</span>'
+
+
+def _entry_class(entry: Mapping[str, Any]) -> str:
+    """An expected failure (pytest's xfail) is drawn apart from a blocking one."""
+    return "expected" if entry.get("outcome") == "xfailed" else _verdict_class(entry.get("verdict"))
+
+
+def _outcome_badge(entry: Mapping[str, Any]) -> str:
+    """pytest's outcome beside the gate's verdict when it says more (an expected failure does
+    not block; a test whose own assert failed does), with the xfail reason."""
+    outcome, verdict = entry.get("outcome"), entry.get("verdict")
+    if outcome == verdict or not isinstance(outcome, str) or outcome not in OUTCOME_NOTES:
+        return ""
+    css = "expected" if outcome in ("xfailed", "xpassed") else _verdict_class(outcome)
+    reason = entry.get("xfail_reason")
+    why = f' <span class="note">(xfail: {_text(reason, 200)})</span>' if reason else ""
+    return f' <span class="badge {css}">{OUTCOME_NOTES[outcome]}</span>{why}'
 
 
 # -- sections of one test ---------------------------------------------------------------------
@@ -684,8 +704,12 @@ def _key_result(entry: Mapping[str, Any]) -> str:
         return '<span class="na">no statistics: the evaluation did not complete</span>'
     if _kind(entry) == "reliable":
         canonical = _mapping(entry.get("canonical"))
+        formats = _mapping(entry.get("formats"))
+        # The practitioner's three release-gate numbers: the worst, typical and best format.
+        spread = " / ".join(_num(formats.get(k)) for k in ("min", "median", "max"))
         return (f"mean {_num(entry.get('mean'))}; canonical {_num(canonical.get('score'))}"
-                + _interval(canonical.get("wilson_low"), canonical.get("wilson_high"), 2))
+                + _interval(canonical.get("wilson_low"), canonical.get("wilson_high"), 2)
+                + f"; formats min / median / max {spread}")
     if _kind(entry) in RATE_NAMES:
         interval = entry.get("interval")
         low, high = (interval[0], interval[1]) if isinstance(interval, list) and len(
@@ -695,25 +719,45 @@ def _key_result(entry: Mapping[str, Any]) -> str:
     return NOT_REPORTED
 
 
-def summary_section(tests: list[Mapping[str, Any]], names: dict[str, str]) -> str:
-    blocking = [t for t in tests if t.get("verdict") != "passed"]
+def _banner(tests: list[Mapping[str, Any]]) -> str:
+    """The page's decision: the one pytest's exit code made (an expected failure, pytest's
+    xfail, does not block; a test whose own assert failed does)."""
+    blocking = [t for t in tests if blocks_release(t)]
+    plural = "s" if len(tests) != 1 else ""
     if not tests:
-        banner = '<div class="banner passed">No pytest-reliable tests in this report.</div>'
-    elif blocking:
-        banner = (f'<div class="banner failed">Release blocked: {len(blocking)} of {len(tests)} '
-                  f"test{'s' if len(tests) != 1 else ''} did not pass.</div>")
-    else:
-        banner = (f'<div class="banner passed">All {len(tests)} '
-                  f"test{'s' if len(tests) != 1 else ''} passed.</div>")
+        return '<div class="banner passed">No pytest-reliable tests in this report.</div>'
+    if blocking:
+        return (f'<div class="banner failed">Release blocked: {len(blocking)} of {len(tests)} '
+                f"test{plural} did not pass.</div>")
+    expected = sum(t.get("verdict") != "passed" for t in tests)
+    if expected:
+        return (f'<div class="banner passed">Release not blocked: {len(tests) - expected} of '
+                f"{len(tests)} test{plural} passed, {expected} failed as expected (xfail)."
+                "</div>")
+    return f'<div class="banner passed">All {len(tests)} test{plural} passed.</div>'
+
+
+def _why(entry: Mapping[str, Any]) -> str:
+    why = why_blocked(entry)
+    if not why:
+        return '<span class="ok">every threshold passed</span>'
+    if not blocks_release(entry):
+        return f'<span class="note">expected failure, does not block:</span><br>{why}'
+    return why
+
+
+def summary_section(tests: list[Mapping[str, Any]], names: dict[str, str]) -> str:
+    banner = _banner(tests)
     numbered = list(enumerate(tests, start=1))
-    ordered = ([(i, t) for i, t in numbered if t.get("verdict") != "passed"]
-               + [(i, t) for i, t in numbered if t.get("verdict") == "passed"])
+    # Blocking tests first, then expected failures, then the passed ones.
+    ordered = sorted(numbered, key=lambda it: (not blocks_release(it[1]),
+                                               it[1].get("verdict") == "passed"))
     rows = [[
         f'<a href="#test-{i}">{_text(names[str(t.get("nodeid", "?"))], 160)}</a>',
         _word(t.get("kind")),
-        _badge(t.get("verdict")),
+        _badge(t.get("verdict")) + _outcome_badge(t),
         _key_result(t),
-        why_blocked(t) or '<span class="ok">every threshold passed</span>',
+        _why(t),
     ] for i, t in ordered]
     table = (_table(["test", "kind", "verdict", "result", "why it blocks"], rows, text=(4,))
              if rows else "")
@@ -732,9 +776,10 @@ def entry_section(index: int, entry: Mapping[str, Any], name: str, *, opened: bo
         body = checklist_body(entry)
     else:
         body = message_section(entry) or f"<p>{NOT_REPORTED}</p>"
-    return (f'<details class="test {_verdict_class(verdict)}" id="test-{index}"'
+    return (f'<details class="test {_entry_class(entry)}" id="test-{index}"'
             f'{" open" if opened else ""}><summary>'
-            f"{_badge(verdict)} {_text(name, 300)} <span class=\"note\">({_word(kind)})</span>"
+            f"{_badge(verdict)}{_outcome_badge(entry)} {_text(name, 300)} "
+            f"<span class=\"note\">({_word(kind)})</span>"
             f"</summary>{body}</details>")
 
 
@@ -743,9 +788,11 @@ def render_html(report: Mapping[str, Any]) -> str:
     data = json_safe(dict(report))
     tests = [t for t in data.get("tests") or [] if isinstance(t, Mapping)]
     names = short_nodeids([str(t.get("nodeid", "?")) for t in tests])
-    failed = sum(t.get("verdict") != "passed" for t in tests)
+    failed = sum(blocks_release(t) for t in tests)
+    expected = sum(t.get("verdict") != "passed" and not blocks_release(t) for t in tests)
     title = (f"pytest-reliable: {failed} of {len(tests)} tests blocking" if failed
-             else f"pytest-reliable: {len(tests)} tests passed")
+             else f"pytest-reliable: {len(tests)} tests, none blocking ({expected} expected "
+             "failures)" if expected else f"pytest-reliable: {len(tests)} tests passed")
     space_hash = data.get("space_hash")
     meta = " &middot; ".join([
         f"model {_word(data.get('model'))}",
@@ -760,7 +807,7 @@ def render_html(report: Mapping[str, Any]) -> str:
     open_blocking = 0 < failed <= OPEN_BLOCKING_AT_MOST
     sections = "".join(
         entry_section(i + 1, t, names[str(t.get("nodeid", "?"))],
-                     opened=open_blocking and t.get("verdict") != "passed")
+                     opened=open_blocking and blocks_release(t))
         for i, t in enumerate(tests))
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
@@ -803,5 +850,6 @@ def summary_fragment(report: Mapping[str, Any], link: str | None = None) -> str:
 def entry_fragment(entry: Mapping[str, Any]) -> str:
     """One test's verdict, key numbers and thresholds as a short HTML block (pytest-html extras)."""
     data = json_safe(dict(entry))
-    return (f'<div class="pytest-reliable">{_badge(data.get("verdict"))} {_key_result(data)}'
+    return (f'<div class="pytest-reliable">{_badge(data.get("verdict"))}{_outcome_badge(data)} '
+            f"{_key_result(data)}"
             f"{thresholds_table(data)}</div>")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import os
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from pytest_reliable.report.format import (
     CHECKLIST_HEADER,
     Column,
+    blocks_release,
     checklist_row,
     cut_message,
     header,
@@ -69,11 +71,20 @@ def markdown_summary(report: dict[str, Any], columns: list[Column] | None = None
         name = str(shown).replace("`", "'")
         lines += ["", (f"The HTML report (charts, prompts, answers) was written to `{name}`: "
                       "attach it to the run as an artifact to read it.")]
+    blocking = sum(blocks_release(e) for e in entries)
+    expected = sum(e.get("verdict") != "passed" and not blocks_release(e) for e in entries)
+    if entries:
+        lines += ["", (f"**Release blocked**: {blocking} of {len(entries)} tests did not pass."
+                       if blocking else "**Release not blocked**: no test failed unexpectedly.")
+                  + (f" {expected} failed as expected (xfail)." if expected else "")]
     failures = [e for e in entries if e.get("verdict") != "passed" and e.get("message")]
     if failures:
         lines += ["", "### Failures", ""]
         for entry in failures:
             name = _escape(names[str(entry.get("nodeid", "?"))])
+            if not blocks_release(entry):
+                reason = entry.get("xfail_reason")
+                name += " (expected failure" + (f": {html.escape(_escape(str(reason)))}" if reason else "") + ")"
             message = cut_message(str(entry["message"])).replace("```", "'''")
             details = [f"<details><summary>{name}</summary>", "", "```", message, "```", "",
                        "</details>", ""]

@@ -18,6 +18,8 @@ from pytest_reliable.report.format import (
     row,
     short_nodeids,
     spend_note,
+    stopped_before_report,
+    verdict_text,
 )
 
 if TYPE_CHECKING:
@@ -64,9 +66,10 @@ def summary_table(entries: Sequence[Entry], *, width: int = 200,
     """One row per test: `reliable` tests in one table, CheckList tests in a second; every line
     fits in ``width`` characters (notes are wrapped, error messages cut)."""
     names = short_nodeids([str(entry.get("nodeid", "?")) for entry in entries])
-    reliable = [e for e in entries if e.get("kind") == "reliable" and "mean" in e]
+    reliable = [e for e in entries if e.get("kind") == "reliable"
+                and not stopped_before_report(e)]
     checklist = [e for e in entries if e.get("kind") in ("invariance", "directional", "mft")
-                 and "rate" in e]
+                 and not stopped_before_report(e)]
     errors = [e for e in entries if e not in reliable and e not in checklist]
     lines: list[str] = []
 
@@ -85,7 +88,7 @@ def summary_table(entries: Sequence[Entry], *, width: int = 200,
     for entry in errors:
         message = str(entry.get("message") or "").strip()
         first = message.splitlines()[0] if message else ""
-        line = f"{name(entry)}: {entry.get('verdict', 'error')}: {first}"
+        line = f"{name(entry)}: {verdict_text(entry)}: {first}"
         lines.append(cut_text(line, max(width - 40, 20)) if len(line) > width else line)
     from pytest_reliable.report.json_report import total_cost
 

@@ -14,13 +14,25 @@ MAX_CONFIG_BYTES = 1_000_000
 """A reliable.yaml is a few hundred lines; anything near this size is a mistake or an attack."""
 MAX_CONFIG_NODES = 100_000
 """YAML nodes after alias expansion: stops an alias bomb ("billion laughs") in milliseconds."""
+MAX_CONFIG_DEPTH = 50
+"""Mappings and lists nest this deep at most (a space nests about 5 deep); deeper nesting would
+exhaust Python's recursion in the YAML library (an INTERNALERROR)."""
+
+
+def _too_deep(source: str) -> ReliableConfigError:
+    return ReliableConfigError(
+        f"{source}: mappings and lists nest more than {MAX_CONFIG_DEPTH} deep (a space nests "
+        "about 5 deep), so it is not a space declaration. Fix: write each space as a mapping of "
+        "dimension -> list of values.")
 
 
 def _node_lines(node: Any, path: str, lines: dict[str, int], source: str,
-                budget: list[int] | None = None) -> None:
-    """Line of every key path; rejects duplicate keys and runaway alias expansion."""
+                budget: list[int] | None = None, depth: int = 0) -> None:
+    """Line of every key path; rejects duplicate keys, runaway alias expansion and nesting."""
     import yaml
 
+    if depth > MAX_CONFIG_DEPTH:
+        raise _too_deep(source)
     budget = budget if budget is not None else [MAX_CONFIG_NODES]
     budget[0] -= 1
     if budget[0] < 0:
@@ -43,11 +55,11 @@ def _node_lines(node: Any, path: str, lines: dict[str, int], source: str,
             seen[key] = line
             child = f"{path}.{key}" if path else key
             lines[child] = line
-            _node_lines(value_node, child, lines, source, budget)
+            _node_lines(value_node, child, lines, source, budget, depth + 1)
             lines[child] = line
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _node_lines(item, f"{path}[{i}]", lines, source, budget)
+            _node_lines(item, f"{path}[{i}]", lines, source, budget, depth + 1)
 
 
 def parse_spaces(text: str, *, source: str = "reliable.yaml") -> dict[str, Space]:
@@ -65,6 +77,8 @@ def parse_spaces(text: str, *, source: str = "reliable.yaml") -> dict[str, Space
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
+    except RecursionError:  # the YAML library composes nodes recursively
+        raise _too_deep(source) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
         line = f", line {mark.line + 1}" if mark is not None else ""

@@ -214,8 +214,12 @@ def test_cut_short(reliable):
     result.assert_outcomes(failed=1)
     entry = by_test(report)["test_cut_short"]
     assert entry["verdict"] == "error"
-    for field in ("mean", "std", "canonical", "formats", "orders", "pass_at_1", "n_star"):
+    for field in ("mean", "std", "pass_at_1", "n_star"):
         assert entry[field] is None, field
+    # Every field present, null (SPEC section 8): canonical.score reads null, not missing.
+    assert set(entry["canonical"].values()) == {None} and "score" in entry["canonical"]
+    for field in ("formats", "orders"):
+        assert [entry[field][k] for k in ("min", "median", "max")] == [None, None, None], field
     assert entry["thresholds"][0]["observed"] is None
     row = next(line for line in result.stdout.lines if line.startswith("test_cut_short"))
     assert " - " in row
