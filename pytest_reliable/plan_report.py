@@ -516,9 +516,12 @@ def estimate_spend(session: ReliableSession, nodeid: str, data: Records, task: T
     cells = plan_cells(test.dataset, task, test.space, replace(test.evaluation(), n=n))
     requests = {cache_key(model.identity, c.request.messages, c.request.params,
                           c.request.sample_index, c.request.scope): c.request for c in cells}
-    store = session.cache
-    hits = store.get_many(list(requests)) if store.reads else {}
-    mean_output = store.mean_completion_tokens(model.identity)
+    hits: dict[str, Any] = {}
+    mean_output: float | None = None
+    if session.has_stored_answers():  # a plan never creates the cache file
+        store = session.cache
+        hits = dict(store.get_many(list(requests))) if store.reads else {}
+        mean_output = store.mean_completion_tokens(model.identity)
     spend = PlanSpend(output_from="max_tokens" if mean_output is None else "cache mean")
     for key, request in requests.items():
         if key in hits:

@@ -137,6 +137,14 @@ class ReliableSession:
             self._cache = open_store(self.store_config())
         return self._cache
 
+    def has_stored_answers(self) -> bool:
+        """Whether the run's store exists to be read: open already, shared, or a local file
+        that is there (``--reliable-plan`` reads it, and never creates one)."""
+        if self._cache is not None or self.settings.store_url is not None:
+            return True
+        return not self.settings.no_cache and self.settings.cache_path is not None \
+            and self.settings.cache_path.exists()
+
     def use_store(self, store: Store) -> None:
         """Serve from a store already opened (the start-up check connected to it)."""
         self._cache = store

@@ -523,7 +523,10 @@ def test_a_link_to_a_regular_file_is_written_through_and_stays_a_link(
 # == A tampered or malformed stored baseline: issue 20 items 5 and 6 =============================
 # Every stored score is a number in [0, 1], every test is stored once, every row has the shape a
 # run writes; otherwise the run stops at start naming the file, the test and the field.
-BASELINE_TEST = EVALUATE.replace('mode="fixed")', 'mode="fixed", max_regression=0.1)')
+# decide="estimate": these tests are about reading the stored baseline, and a handful of
+# instances shows no regression bound on evidence (the bound of identical models is wide there).
+BASELINE_TEST = EVALUATE.replace('mode="fixed")',
+                                 'mode="fixed", max_regression=0.1, decide="estimate")')
 NODEID = "test_hostile.py::test_gate"
 
 

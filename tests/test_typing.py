@@ -286,7 +286,10 @@ def test_mypy_catches_bad_marker_and_override_arguments(tmp_path: Path, mypy_cac
     (tmp_path / "test_doors.py").write_text(DOORS_TEST, encoding="utf-8")
     (tmp_path / "test_mistakes.py").write_text(DOORS_MISTAKES, encoding="utf-8")
     result = mypy("test_doors.py", "test_mistakes.py", cwd=tmp_path, cache=mypy_cache)
-    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    # Only the user's files: run outside the project, mypy also reports the package's untyped
+    # third-party imports (scipy, yaml), which the project's own config ignores.
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line
+              and line.startswith(("test_doors.py", "test_mistakes.py"))]
     assert not [line for line in errors if line.startswith("test_doors.py")], result.stdout
     lines = {int(line.split(":")[1]) for line in errors}
     source = DOORS_MISTAKES.splitlines()
