@@ -377,7 +377,10 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
                 detail += "; the pilot runs on the reference model, then n* on the model under test"
             notes.append(f"figures below are at n = {n} (the pilot); the gate's n* is known "
                          "only after the pilot")
-    spend = estimate_spend(session, nodeid, data, task, spec, n, user_model)
+    # Spend is estimated only with a price table (without one every model costs nothing, and the
+    # plan says nothing about money, as the run's table does not).
+    spend = (estimate_spend(session, nodeid, data, task, spec, n, user_model)
+             if session.settings.pricing_path is not None else None)
     if getattr(spec, "baseline", None) is not None or getattr(spec, "max_regression", None) \
             is not None:
         detail += f"; the baseline model: {calls} more (none from a stored baseline report)"
@@ -402,7 +405,7 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
     judge_calls, judge_detail = judge_plan(task, calls)
     return TestPlan(nodeid, "reliable", instances, calls, detail, decide,
                     grouping.label if grouping else None, resolutions, notes,
-                    judge_calls, judge_detail, spend.as_dict())
+                    judge_calls, judge_detail, spend.as_dict() if spend is not None else None)
 
 
 def _resamplings(n: int) -> str:
