@@ -22,7 +22,12 @@ from pathlib import Path
 
 from pytest_reliable.redact import redact
 from pytest_reliable.store.base import AnswerRow, Store, StoreUnavailable, StoreUsageError
-from pytest_reliable.store.local import CacheFileError, LocalStore, check_cache_path
+from pytest_reliable.store.local import (
+    CacheFileError,
+    LocalStore,
+    check_cache_path,
+    connect_read_only,
+)
 
 PROG = "python -m pytest_reliable cache"
 
@@ -82,7 +87,7 @@ def open_input(path: Path) -> LocalStore:
         raise CacheCommandError(f"{path} is a directory: give the cache file in it, e.g. "
                                 f"{path / 'cache.sqlite'}")
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = connect_read_only(path)
         try:
             tables = {row[0] for row in conn.execute(
                 "SELECT name FROM sqlite_master WHERE type='table'")}

@@ -52,6 +52,13 @@ MOVE_ASIDE = ("move it aside (keep it if it holds answers you paid for), or give
               "--reliable-cache (or --reliable-no-cache)")
 
 
+def connect_read_only(path: Path, **options: Any) -> sqlite3.Connection:
+    """A connection to the sqlite file ``path`` that can neither write nor create it."""
+    conn: sqlite3.Connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                                               **options)
+    return conn
+
+
 def _is_locked(error: BaseException) -> bool:
     return isinstance(error, sqlite3.OperationalError) and "locked" in str(error)
 
@@ -100,8 +107,7 @@ def check_cache_path(path: Path, record_mode: str) -> None:
         raise _cache_file_error(path, IsADirectoryError(str(path)))
     if path.exists():
         try:
-            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
-                                   timeout=START_WAIT_S)
+            conn = connect_read_only(path, timeout=START_WAIT_S)
             try:
                 _check_schema(conn, path)
             finally:
@@ -289,10 +295,8 @@ class LocalStore(Store):
             if path is None or (self.replay_only and not path.exists()):
                 conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
             elif self.replay_only:
-                conn = sqlite3.connect(
-                    f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S,
-                    isolation_level=None, check_same_thread=False,
-                )
+                conn = connect_read_only(path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                         check_same_thread=False)
             else:
                 if path.is_dir():
                     raise IsADirectoryError(str(path))
@@ -458,8 +462,7 @@ def check_budget_path(path: Path) -> None:
                                  "writable directory; give --reliable-cache in one")
         return
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
-                               timeout=START_WAIT_S)
+        conn = connect_read_only(path, timeout=START_WAIT_S)
         try:
             _check_budget_tables(conn, path)
         finally:
