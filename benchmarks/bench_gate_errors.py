@@ -3,7 +3,7 @@
 Run from the repository root (``--quick`` for a smoke run of every part)::
 
     PYTHONPATH=. python benchmarks/bench_gate_errors.py [--parts A,B,C,D] [--reps 200]
-        [--grid-reps 300] [--plan-reps 150] [--quick] [--workers 2]
+        [--grid-reps 300] [--grid-filter REGEX] [--plan-reps 150] [--quick] [--workers 2]
 
 Four parts, each printing rates with their Monte Carlo standard error and checked at the end
 against SPEC section 11's promises (alpha = 1 - confidence; a rate is allowed two MC errors):
@@ -38,7 +38,9 @@ B. The ranges over the regimes users meet (issue 19): N from 8 to 1000, n from 2
    fixed plans draw them) and go through the real estimator (`stats.paired_group_effects`, one
    labelling per dimension) and the real gate (`gate.group_evidence`, ``spread_evidence``,
    ``median_evidence``, ``decide_thresholds``): what ``run_reliable`` adds (rendering, grading)
-   has its own end-to-end parts (A, C, D).
+   has its own end-to-end parts (A, C, D). Power columns (no target): the same gates with each
+   limit moved 0.1 to the side the policy should show. ``--grid-filter`` runs only the regimes
+   whose label matches (e.g. ``'^fixed'``).
 
 C. ``--reliable-plan``'s figures, end to end: for each threshold the plan quotes the true value
    at which the policy's outcome has 80% probability; a model exactly there (the hardest model
@@ -336,9 +338,16 @@ def grid_matrices(regime: Regime) -> tuple[np.ndarray, list[np.ndarray]]:
     return scores, labels
 
 
+POWER_MARGIN = 0.1
+"""Part B's power columns: each limit moved this far to the side each policy should show."""
+
+
 def run_regime(regime: Regime) -> dict[tuple[str, str], int]:
     """Per (threshold, policy), how many gates went against the truth at the limit: passes
-    under pass-on-evidence, fails under fail-on-evidence (each threshold decided alone)."""
+    under pass-on-evidence, fails under fail-on-evidence (each threshold decided alone); and per
+    (threshold, policy + " power"), how many went the policy's way with the limit moved by
+    `POWER_MARGIN` (pass-on-evidence: passes with the limit that far on the right side;
+    fail-on-evidence: fails with it that far on the wrong side)."""
     from pytest_reliable import stats
     from pytest_reliable.gate import (
         decide_thresholds,
@@ -352,9 +361,11 @@ def run_regime(regime: Regime) -> dict[tuple[str, str], int]:
     sampled = regime.mode == "fixed" and regime.resamplings < int(np.prod(SIZES))
     wrong: dict[tuple[str, str], int] = defaultdict(int)
     for r in range(regime.reps):
-        effects = [stats.paired_group_effects(scores[r], lab[r], k, resamplings_sampled=sampled,
-                                              spans_variants=True)
-                   for lab, k in zip(labels, SIZES)]
+        effects = [stats.paired_group_effects(
+                       scores[r], lab[r], k, resamplings_sampled=sampled, spans_variants=True,
+                       averages_over=[(other[r], size) for d, (other, size)
+                                      in enumerate(zip(labels, SIZES)) if d != dim])
+                   for dim, (lab, k) in enumerate(zip(labels, SIZES))]
         values = np.concatenate([np.clip(e.estimates[e.live], 0, 1) for e in effects])
         spread = max(float(np.ptp(np.clip(e.estimates[e.live], 0, 1))) for e in effects)
         # Listed values no cell was rendered with (fixed mode, few resamplings), as
@@ -367,10 +378,15 @@ def run_regime(regime: Regime) -> dict[tuple[str, str], int]:
             "min_median": median_evidence(float(np.median(values)), effects, sum(unseen)),
         }
         for name in RANGE_THRESHOLDS:
-            claim = {name: (truth[name], evidence[name])}
+            right = -POWER_MARGIN if name.startswith("min") else POWER_MARGIN
             for policy in ("pass-on-evidence", "fail-on-evidence"):
-                [check] = decide_thresholds(claim, policy, CONFIDENCE)
-                wrong[(name, policy)] += check.passed == (policy == "pass-on-evidence")
+                passing = policy == "pass-on-evidence"
+                [check] = decide_thresholds({name: (truth[name], evidence[name])}, policy,
+                                            CONFIDENCE)
+                wrong[(name, policy)] += check.passed == passing
+                moved = truth[name] + (right if passing else -right)
+                [check] = decide_thresholds({name: (moved, evidence[name])}, policy, CONFIDENCE)
+                wrong[(name, policy + " power")] += check.passed == passing
     return dict(wrong)
 
 
@@ -396,9 +412,13 @@ def print_grid(rows: list[tuple[Regime, dict[tuple[str, str], int]]],
     missed = []
     heads = [f"{name} {policy.split('-')[0]}" for name in RANGE_THRESHOLDS
              for policy in ("pass-on-evidence", "fail-on-evidence")]
+    heads += [f"{head} power" for head in heads]
     if header:
         print("\n## B. ranges at the limit (wrong-way rate +- MC error: passes under "
-              "pass-on-evidence, fails under fail-on-evidence; target <= 0.05 + 2 MC SE)")
+              "pass-on-evidence, fails under fail-on-evidence; target <= 0.05 + 2 MC SE); "
+              f"power: the policy's way with the limit {POWER_MARGIN} beyond the truth "
+              "(pass-on-evidence passes with it on the right side, fail-on-evidence fails with "
+              "it on the wrong side; no target)")
         print("| regime | reps | " + " | ".join(heads) + " |")
         print("|" + "---|" * (2 + len(heads)), flush=True)
     for regime, wrong in rows:
@@ -412,6 +432,11 @@ def print_grid(rows: list[tuple[Regime, dict[tuple[str, str], int]]],
                     flag = " !"
                     missed.append(f"{regime.label} {name} {policy}: {rate_:.3f} +- {se:.3f}")
                 cells.append(f"{rate_:.3f} +- {se:.3f}{flag}")
+        for name in RANGE_THRESHOLDS:
+            for policy in ("pass-on-evidence", "fail-on-evidence"):
+                went = wrong.get((name, policy + " power"), 0)
+                cells.append("{:.3f} +- {:.3f}".format(
+                    *rate([True] * went + [False] * (regime.reps - went))))
         print(f"| {regime.label} | {regime.reps} | " + " | ".join(cells) + " |", flush=True)
     return missed
 
@@ -541,8 +566,8 @@ def run_wrong_value_part(reps: int, workers: int) -> list[str]:
     return missed
 
 
-def run_grid_part(reps: int, workers: int, quick: bool) -> list[str]:
-    regimes = grid_regimes(reps, quick)
+def run_grid_part(reps: int, workers: int, quick: bool, only: str = "") -> list[str]:
+    regimes = [r for r in grid_regimes(reps, quick) if re.search(only, r.label)]
     missed = print_grid([])  # the header; each row is printed as its regime completes
     with ProcessPoolExecutor(max_workers=workers) as pool:
         for regime, wrong in zip(regimes, pool.map(run_regime, regimes)):
@@ -711,6 +736,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default="A,B,C,D,E,F,G", help="which parts to run (A..G)")
     parser.add_argument("--reps", type=int, default=200, help="part A's repetitions")
     parser.add_argument("--grid-reps", type=int, default=300, help="part B's (at most)")
+    parser.add_argument("--grid-filter", default="",
+                        help="part B: only the regimes whose label matches this regular "
+                        "expression (e.g. '^fixed', 'fixed N=1000 n=5 ')")
     parser.add_argument("--plan-reps", type=int, default=150, help="parts C and D's")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: A at N=50, n=10, 40 reps; a small grid; few C/D reps")
@@ -724,7 +752,8 @@ def main(argv: list[str] | None = None) -> int:
         args.grid_reps, args.plan_reps = 60, 30
     failures: list[str] = []
     for part, run in (("A", lambda: run_threshold_part(args)),
-                      ("B", lambda: run_grid_part(args.grid_reps, args.workers, args.quick)),
+                      ("B", lambda: run_grid_part(args.grid_reps, args.workers, args.quick,
+                                                        args.grid_filter)),
                       ("C", lambda: run_plan_part(args.plan_reps, args.workers, args.quick)),
                       ("D", lambda: run_wrong_value_part(args.plan_reps, args.workers)),
                       ("E", lambda: run_bias_part(args.quick)),

@@ -192,12 +192,24 @@ def group_evidence(observed: float | None, effects: list[stats.GroupEffects],
         parts = [e.p_below(limit)[g] for e, g in zip(effects, live)]
         return np.concatenate(parts) if parts else np.zeros(0)
 
-    method = f"{stats.LEVEL_METHOD}; every group of {grouping}" + _unseen(unobserved)
+    method = (f"{stats.LEVEL_METHOD}; every group of {grouping}" + _unseen(unobserved)
+              + _thinly_drawn(effects))
     return Evidence(observed, method, unfavourable, favourable, p_breach)
 
 
 def _unseen(unobserved: int, what: str = "groups") -> str:
     return f" ({unobserved} listed {what} never rendered: no evidence)" if unobserved else ""
+
+
+def _thinly_drawn(effects: list[stats.GroupEffects]) -> str:
+    """The note for groups that sampled resamplings drew too thinly to bound
+    (`stats.GroupEffects.single_draw`), naming the fix."""
+    count = sum(int(e.single_draw[e.live].sum()) for e in effects if e.single_draw is not None)
+    if not count:
+        return ""
+    return (f" ({count} groups without evidence: fixed mode sampled too few variants to show "
+            "how the variants they average over score (a value, or a value of a dimension it "
+            "averages over, drawn by fewer than 2 resamplings); raise n)")
 
 
 def spread_evidence(observed: float | None, pairs: list[stats.Pairs],
@@ -229,8 +241,12 @@ def spread_evidence(observed: float | None, pairs: list[stats.Pairs],
     def p_breach(limit: float) -> FloatArray:
         return np.concatenate([p.p_breach(limit) for p in live])
 
+    blind = sum(int(np.isinf(p.se).sum()) for p in live)
+    note = (f" ({blind} pairs without evidence: no instance links them, or fixed mode sampled "
+            "too few variants to bound a group; raise n)") if blind else ""
     return Evidence(observed, stats.PAIRED_METHOD + ", pairwise differences (skewness-corrected "
-                    "t)" + _unseen(unobserved_pairs, "pairs"), unfavourable, favourable, p_breach)
+                    "t)" + _unseen(unobserved_pairs, "pairs") + note, unfavourable, favourable,
+                    p_breach)
 
 
 def std_evidence(bound: stats.SpreadBound) -> Evidence:
@@ -299,7 +315,7 @@ def median_evidence(observed: float | None, effects: list[stats.GroupEffects],
 
     return Evidence(observed, f"median of the groups' bounds, each at alpha/{m} (Bonferroni over "
                     f"the {m} groups at or beyond the median); " + stats.PAIRED_METHOD
-                    + _unseen(unobserved),
+                    + _unseen(unobserved) + _thinly_drawn(effects),
                     unfavourable, favourable, p_breach)
 
 

@@ -242,16 +242,17 @@ def label_cells(
 def estimate_labelling(
     scores: np.ndarray, labelling: Labelling, confidence: float, min_cells: int,
     offsets: np.ndarray | None = None, resamplings_sampled: bool = False,
-    spans_variants: bool = False,
+    spans_variants: bool = False, averages_over: Sequence[tuple[np.ndarray, int]] = (),
 ) -> None:
     """Paired estimates, intervals and ``thin`` flags for every group of ``labelling``
-    (``offsets``, ``resamplings_sampled``, ``spans_variants``: see
+    (``offsets``, ``resamplings_sampled``, ``spans_variants``, ``averages_over``: see
     `stats.paired_group_effects`)."""
     if not labelling.groups:
         return
     effects = stats.paired_group_effects(scores, labelling.labels, len(labelling.groups),
                                          offsets=offsets, resamplings_sampled=resamplings_sampled,
-                                         spans_variants=spans_variants)
+                                         spans_variants=spans_variants,
+                                         averages_over=averages_over)
     labelling.effects = effects
     low, high = effects.interval(confidence)
     for g, group in enumerate(labelling.groups):
@@ -358,6 +359,15 @@ def format_range(
         and space.display_value(dim, value) not in {g.key for g in dimensions[dim].groups}
     ]
     return found
+
+
+def listed_values(space: Space, matrix: ScoreMatrix) -> dict[str, int]:
+    """Per value dimension, how many of its listed values the run could render (`format_range`'s
+    unobserved values are the rest of these)."""
+    n_options = max((len(c.prompt.displayed) for c in matrix.cells), default=0)
+    renderable = _renderable_values(space, n_options)
+    return {dim: len(renderable.get(dim, range(len(space.dimensions[dim]))))
+            for dim in space.variant_dimensions}
 
 
 _VALIDITY_ROWS = 200_000
@@ -562,9 +572,13 @@ def summarize(
     orders = _range(order_group_by, [orders_lab], scores, confidence=confidence)
     offsets = order_offsets(matrix, cells, space, mode, confidence)
     dims = dimension_labellings(space, cells, shape)
-    for labelling in dims.values():
+    listed = listed_values(space, matrix) if sampled else {}
+    for dim, labelling in dims.items():
+        # A value's score averages over the other dimensions' listed values (all drawn twice or
+        # more, or no bound: `stats.paired_group_effects`' averages_over).
+        others = [(dims[o].labels, listed[o]) for o in dims if o != dim and listed.get(o)]
         estimate_labelling(scores, labelling, confidence, min_cells, offsets, sampled,
-                           spans_variants=True)
+                           spans_variants=True, averages_over=others)
     if grouping == "formats":
         formats_lab = formats_labelling(matrix, cells)
         estimate_labelling(scores, formats_lab, confidence, min_cells, offsets, sampled)

@@ -117,6 +117,45 @@ def test_sampled_resamplings_add_their_error_in_fixed_mode() -> None:
     assert (sampled.df() < listed.df()).all()
 
 
+def _fixed_rows(rows: list[int], n_inst: int = 40) -> np.ndarray:
+    """Fixed-mode labels: one value per resampling, for every instance."""
+    return np.repeat(np.array(rows)[:, None], n_inst, axis=1)
+
+
+def test_sampled_values_need_every_value_they_average_over_drawn_twice() -> None:
+    # Fixed mode, 7 resamplings sampled from a larger space: an enumerator's 2 values average
+    # over an instruction's 3 listed values. Every instruction drawn twice or more: bounded;
+    # one never drawn (the run cannot tell how variants with it score) or drawn once (no
+    # variation of its variants shows): no bound for any enumerator value.
+    rng = np.random.default_rng(11)
+    scores = (rng.random((7, 40)) < 0.7).astype(float)
+    enumerator = _fixed_rows([0, 1, 0, 1, 0, 1, 0])
+
+    def bounded(instruction_rows: list[int] | None, sampled: bool = True) -> list[bool]:
+        over = [] if instruction_rows is None else [(_fixed_rows(instruction_rows), 3)]
+        effects = stats.paired_group_effects(scores, enumerator, 2, resamplings_sampled=sampled,
+                                             spans_variants=True, averages_over=over)
+        assert np.isfinite(effects.estimates).all()
+        lower = effects.lower(0.95)
+        assert ((lower > 0) == np.isfinite(effects.se())).all()
+        return np.isfinite(effects.se()).tolist()
+
+    assert bounded([0, 1, 2, 0, 1, 2, 0]) == [True, True]
+    assert bounded([0, 1, 0, 1, 0, 1, 0]) == [False, False]  # instruction 2 never drawn
+    assert bounded([0, 1, 2, 0, 1, 0, 1]) == [False, False]  # instruction 2 drawn once
+    assert bounded(None) == [True, True]  # nothing said about what the values average over
+    assert bounded([0, 1, 0, 1, 0, 1, 0], sampled=False) == [True, True]  # every variant listed
+
+
+def test_a_sampled_value_drawn_by_one_resampling_has_no_bound() -> None:
+    rng = np.random.default_rng(12)
+    scores = (rng.random((6, 40)) < 0.7).astype(float)
+    effects = stats.paired_group_effects(scores, _fixed_rows([0, 1, 1, 1, 1, 1]), 2,
+                                         resamplings_sampled=True, spans_variants=True)
+    assert np.isfinite(effects.se()).tolist() == [False, True]
+    assert effects.lower(0.95)[0] == 0.0 and effects.upper(0.95)[0] == 1.0
+
+
 def test_noise_floor_of_a_random_model_matches_its_spread() -> None:
     rng = np.random.default_rng(5)
     scores = (rng.random((30, 100)) < 0.7).astype(float)

@@ -160,6 +160,38 @@ def test_fixed_mode_with_few_resamplings_has_no_evidence_about_unseen_values() -
     assert all(c.passed for c in reliable_thresholds(spec, summary, "fail-on-evidence"))
 
 
+def test_fixed_mode_values_have_no_evidence_when_a_value_they_average_over_was_drawn_once(
+) -> None:
+    # 3 instructions x 2 enumerators, fixed mode, n=5: five of the six variants, so one
+    # instruction is drawn by a single resampling. Each enumerator value's score averages over
+    # the three instructions, and the run cannot show how that instruction's unseen variant
+    # scores: a perfect model does not pass min_worst over the enumerator on evidence (issue 19:
+    # a run that never drew a bad instruction passed min_median at its limit 20% of the time,
+    # fixed N=1000, n=5). With every variant drawn (n=6) it does.
+    from pytest_reliable.gate import reliable_thresholds
+    from pytest_reliable.markerspec import ReliableSpec
+    from pytest_reliable.space import Space
+
+    space = Space.from_mapping("small", {"instruction": ["Answer.", "Choose.", "Pick."],
+                                         "enumerator": ["upper", "number"]})
+    data = [{"question": f"q{i}", "choices": ["a", "b", "c", "d"], "answer": i % 4}
+            for i in range(100)]
+    for n, passes in ((5, False), (6, True)):
+        matrix, _ = simulated(n, "fixed", lambda cell: 1.0, seed=4, data=data, space=space)
+        summary = summarize(matrix, space, mode="fixed", eps=0.01, delta=0.1,
+                            group_by=("enumerator",))
+        drawn = [sum(1 for r in range(n) if any(c.resampling == r and c.variant.value(
+            "instruction") == value for c in matrix.cells)) for value in ("Answer.", "Choose.",
+                                                                          "Pick.")]
+        assert sorted(drawn) == ([1, 2, 2] if n == 5 else [2, 2, 2])
+        assert not summary.formats.unobserved
+        spec = ReliableSpec(n=n, mode="fixed", group_by=("enumerator",), min_worst=0.5)
+        [check] = reliable_thresholds(spec, summary, "pass-on-evidence")
+        assert check.passed is passes
+        assert ("2 groups without evidence" in (check.method or "")) is not passes
+        assert ("raise n" in (check.method or "")) is not passes
+
+
 def test_the_failure_message_says_which_groups_could_be_the_worst() -> None:
     from pytest_reliable.results import _worst_set
 

@@ -31,7 +31,7 @@ from claiming certainty. ``benchmarks/bench_gate_errors.py`` measures the result
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -327,8 +327,10 @@ class GroupEffects:
     """(G, G): instances holding cells of both groups (None: every instance)."""
     single_draw: npt.NDArray[np.bool_] | None = None
     """(G,): groups whose score averages over variants (a dimension value: over the other
-    dimensions' values) that a single sampled resampling drew: nothing shows how another draw
-    would have scored, so they have no bound (None: none)."""
+    dimensions' values) whose sampled resamplings cannot show how the unseen variants score, so
+    they have no bound (None: none): a group a single resampling drew, or every group when some
+    listed value of a dimension it averages over was drawn by fewer than two resamplings
+    (`paired_group_effects`' ``averages_over``)."""
 
     @property
     def n_groups(self) -> int:
@@ -553,6 +555,7 @@ def worst_candidates(labellings: list[GroupEffects], confidence: float
 def paired_group_effects(
     scores: ArrayLike, labels: ArrayLike, n_groups: int, *, offsets: ArrayLike | None = None,
     resamplings_sampled: bool = False, spans_variants: bool = False,
+    averages_over: Sequence[tuple[ArrayLike, int]] = (),
 ) -> GroupEffects:
     """Paired group estimates (see `GroupEffects`) of a (resamplings, instances) score matrix.
 
@@ -564,6 +567,14 @@ def paired_group_effects(
     mode), so a jackknife over resamplings adds the variant-sampling error. ``spans_variants``:
     a group's score averages over variants (dimension values; not formats), so with sampled
     resamplings a group drawn by a single resampling has no bound (`GroupEffects.single_draw`).
+    ``averages_over``: with ``spans_variants``, the other dimensions the groups' scores average
+    over, each as (its labels, shaped like ``scores``; its number of listed values). When some
+    listed value of one of them was drawn by fewer than two sampled resamplings (never, or once),
+    no group has a bound: every group's score averages over that value, and the resamplings show
+    nothing (no draw) or no variation (one draw) of how the variants with it score. Without this
+    a run that never drew a bad instruction bounds every other value's score by the good
+    instructions' alone (fixed mode, N=1000, n=5: ``min_median`` passed at its limit 20% of the
+    time, `benchmarks/bench_gate_errors.py` part B).
     """
     s = _score_matrix(scores)
     lab = np.asarray(labels, dtype=np.int64)
@@ -586,13 +597,21 @@ def paired_group_effects(
     present = (counts > 0).astype(np.int64)
     single = None
     if row_cov is not None and spans_variants:
-        rows = (lab[:, :, None] == np.arange(groups)).any(axis=1).sum(axis=0)
-        single = (rows < 2) & (cells > 0)
+        single = (resamplings_drawing(lab, groups) < 2) & (cells > 0)
+        if any((resamplings_drawing(np.asarray(other, dtype=np.int64), listed) < 2).any()
+               for other, listed in averages_over):
+            single = cells > 0
     return GroupEffects(
         estimates=result.estimates, observed=observed, psi=result.psi,
         cells=cells.astype(np.int64), instances=present.sum(axis=1),
         n_active=float(result.active), row_covariance=row_cov, resamplings=int(s.shape[0]),
         null=result.null, shared=present @ present.T, single_draw=single)
+
+
+def resamplings_drawing(labels: npt.NDArray[np.int64], n_groups: int) -> npt.NDArray[np.int64]:
+    """(n_groups,): per group, the resamplings (rows of ``labels``) with a cell in it."""
+    return np.asarray((labels[:, :, None] == np.arange(n_groups)).any(axis=1).sum(axis=0),
+                      dtype=np.int64)
 
 
 def _resampling_jackknife(s: FloatArray, lab: npt.NDArray[np.int64], groups: int,
