@@ -4,6 +4,7 @@ near 1, partial credit, max_std at small n, skewed paired differences (issue 19 
 Run from the repository root (``--quick`` for a smoke run)::
 
     PYTHONPATH=. python benchmarks/bench_small_samples.py [--reps 1000] [--quick] [--e2e-reps 200]
+        [--n-star-reps 300] [--n-star-only]
 
 Two parts, both through the plugin's own code:
 
@@ -14,6 +15,9 @@ Two parts, both through the plugin's own code:
   ``regression_evidence`` and ``gate.decide_thresholds`` under each policy;
 - end to end: one regime per claim through ``ReliableSession.run_reliable`` (plan, rendering,
   runner, grading, summary, gate) with a simulated model of known truth.
+
+Also (informational): the share of runs sized by a bootstrap n* from a small pilot that keep the
+mean within eps (`n_star_pilots`).
 
 Every threshold is set exactly at its truth. Printed per regime, with the Monte Carlo standard
 error: the pass-on-evidence pass rate (target <= alpha + 2 SE) and the fail-on-evidence fail rate
@@ -268,6 +272,49 @@ def power_cost(reps: int) -> None:
                   f"(+- {r.std(ddof=1) / math.sqrt(r.size):.3f})", flush=True)
 
 
+# -- n* from small pilots ----------------------------------------------------------------------
+N_STAR_EPS, N_STAR_DELTA, N_STAR_MAX, N_STAR_SUBSETS = 0.02, 0.1, 1000, 2000
+COLLAPSE_SHARE, COLLAPSED, HEALTHY, HEALTHY_SD = 0.04, 0.30, 0.70, 0.02
+"""The pilot's model: per-resampling scores from a space where a format collapses 4% of the time
+(score 0.30), the others N(0.70, 0.02)."""
+
+
+def n_star_pilots(reps: int, pilots: tuple[int, ...] = (10, 20, 30, 100)) -> None:
+    """``--reliable-n auto``'s bootstrap n* (SPEC 7) from pilots of each size: the share of runs
+    whose n* fresh resamplings keep the mean within eps of the space's (promised: 1 - delta).
+    A small pilot often sees no collapsed format, so its n* is small and the runs it sizes miss
+    the collapses' share of the mean: the terminal and the HTML page say so for pilots under 30
+    (`report.format.small_pilot_note`). Informational (SPEC 7's n_star_reliable is a statement
+    about the pilot's own curves, not a target here). ``subsets`` is 2,000, not the plugin's
+    10,000, to keep the run short: it sets the bootstrap's own precision, while the rates turn
+    on whether a pilot saw a collapse at all."""
+    truth = COLLAPSE_SHARE * COLLAPSED + (1 - COLLAPSE_SHARE) * HEALTHY
+    rng = np.random.default_rng(19)
+
+    def draw(size: int) -> np.ndarray:
+        collapsed = rng.random(size) < COLLAPSE_SHARE
+        return np.where(collapsed, COLLAPSED, rng.normal(HEALTHY, HEALTHY_SD, size))
+
+    print(f"\n# n* (bootstrap) from a pilot: eps {N_STAR_EPS}, delta {N_STAR_DELTA} (promised "
+          f"{1 - N_STAR_DELTA:.2f} within eps), a format collapsing {COLLAPSE_SHARE:.0%} of the "
+          f"time, {reps} pilots each; n* capped at {N_STAR_MAX}")
+    for pilot in pilots:
+        within, sizes, flagged = [], [], 0
+        started = time.perf_counter()
+        for _ in range(reps):
+            found = stats.min_reliable_n(draw(pilot), eps=N_STAR_EPS, delta=N_STAR_DELTA,
+                                         method="bootstrap", n_max=N_STAR_MAX,
+                                         subsets=N_STAR_SUBSETS)
+            n = min(int(found.n_star), N_STAR_MAX)
+            flagged += not found.reliable
+            sizes.append(n)
+            within.append(abs(float(draw(n).mean()) - truth) <= N_STAR_EPS)
+        r, se = rate(within)
+        print(f"  pilot {pilot:4}: within eps {r:.3f} +- {se:.3f}, median n* "
+              f"{np.median(sizes):.0f}, n_star_reliable false {flagged / reps:.3f} "
+              f"({time.perf_counter() - started:.0f} s)", flush=True)
+
+
 # -- end to end ---------------------------------------------------------------------------------
 def end_to_end(reps: int, missed: list[str]) -> None:
     """min_score and max_std through ReliableSession.run_reliable: bench_gate_errors' simulated
@@ -323,7 +370,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-e2e", action="store_true")
     parser.add_argument("--only", default="", help="run only regimes whose text contains this "
                         "(e.g. 'max_std fixed'); skips the margins and the end-to-end part")
+    parser.add_argument("--n-star-reps", type=int, default=300,
+                        help="pilots per size for the n* part (0: skip it)")
+    parser.add_argument("--n-star-only", action="store_true", help="run only the n* part")
     args = parser.parse_args(argv)
+    if args.n_star_only:
+        n_star_pilots(30 if args.quick else args.n_star_reps)
+        return 0
     reps, e2e = (100, 20) if args.quick else (args.reps, args.e2e_reps)
     started = time.perf_counter()
     print(f"# small samples: thresholds at their truth, confidence {CONFIDENCE}, {reps} "
@@ -332,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     run_regimes(reps, args.quick, missed, args.only)
     if not args.only:
         power_cost(min(reps, 200))
+        if args.n_star_reps:
+            n_star_pilots(30 if args.quick else args.n_star_reps)
     if not (args.skip_e2e or args.only):
         end_to_end(e2e, missed)
     print(f"\n# {time.perf_counter() - started:.0f} s; "

@@ -284,6 +284,16 @@ def test_a_not_reliable_n_star_says_so_with_the_eps_it_vouches_for() -> None:
             "eps = 0.0036") in page
 
 
+def test_an_n_star_from_a_small_bootstrap_pilot_says_what_it_can_miss() -> None:
+    report = full_report()
+    entry = report["tests"][0]
+    assert "small pilot" not in render_html(report)
+    entry.update(n_star_source="pilot", n_star_method="bootstrap", pilot_n=10)
+    page = render_html(report)
+    assert ('<span class="bad">small pilot</span>: n* = 18 from a bootstrap pilot of 10 '
+            "resamplings: a pilot under 30 can miss a rare failure mode") in page
+
+
 @pytest.mark.parametrize("text", HOSTILE)
 def test_hostile_text_anywhere_is_escaped(text: str) -> None:
     report = full_report()

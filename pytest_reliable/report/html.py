@@ -41,6 +41,7 @@ from pytest_reliable.report.format import (
     encodable,
     printable,
     short_nodeids,
+    small_pilot_note,
     spend_note,
 )
 
@@ -433,7 +434,9 @@ def n_star_section(entry: Mapping[str, Any]) -> str:
         ("n*", _int(entry.get("n_star"))
          + ("" if entry.get("n_star_reliable") is not False else
             ' <span class="bad">not reliable at (eps, delta)</span>: the resamplings vouch for '
-            f"eps = {_num(entry.get('achievable_eps'), 4)}")),
+            f"eps = {_num(entry.get('achievable_eps'), 4)}")
+         + ("" if (small := small_pilot_note(entry)) is None else
+            f' <span class="bad">small pilot</span>: {_text(small, LONG_TEXT_CHARS)}')),
         ("source / method", (f"{_word(entry.get('n_star_source'))} / "
                             f"{_word(entry.get('n_star_method'))}")),
         ("paper's n*", _int(entry.get("n_star_paper"))),
