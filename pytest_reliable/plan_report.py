@@ -42,9 +42,11 @@ METHOD = (
     "normal approximation with a design effect for intra-instance correlation rho (main figure "
     f"at rho={ASSUMED_RHO}, range for rho from 0 to 1); ranges (min_worst, max_spread, "
     f"min_median) by {power.RANGE_REPS} seeded simulated gates of the planned design through the "
-    f"gate's own estimator and bounds, for the hardest model at each value, at rho={ASSUMED_RHO}; "
-    "min_lower_ci exact (binomial through the Wilson bound); max_std exact under normality "
-    "(chi-square)"
+    "gate's own estimator and bounds, for the hardest model at each value, under each of "
+    f"{len(power.STRUCTURES)} answer structures ({', '.join(s.label for s in power.STRUCTURES)}; "
+    "one answer per prompt): the main figure is the least favourable structure's, the range "
+    "beside it spans them; min_lower_ci exact (binomial through the Wilson bound); max_std exact "
+    "under normality (chi-square)"
 )
 RANGES = ("min_worst", "max_spread", "min_median")
 MIN_THRESHOLDS = tuple(name for name, way in RELIABLE_THRESHOLDS.items() if way == "min")
@@ -75,8 +77,11 @@ class Resolution:
     """The true value at which the policy's outcome has 80% probability (None: unreachable)."""
     low: float | None = None
     high: float | None = None
-    """The value over the range of intra-instance correlation (None when it does not apply)."""
+    """The value over the range of intra-instance correlation, or for a range threshold over the
+    simulated answer structures (None when it does not apply)."""
     note: str = ""
+    over: str = "rho 0-1"
+    """What ``low``-``high`` spans, as the text says it."""
 
     @property
     def is_max(self) -> bool:
@@ -97,7 +102,8 @@ class Resolution:
         }[decide]
         spread = ""
         if self.low is not None and self.high is not None and abs(self.high - self.low) >= 0.005:
-            spread = f" ({min(self.low, self.high):.2f}-{max(self.low, self.high):.2f} for rho 0-1)"
+            spread = (f" ({min(self.low, self.high):.2f}-{max(self.low, self.high):.2f} for "
+                      f"{self.over})")
         return (f"{head}: {outcome} with {POWER:.0%} probability only if the true {what} is "
                 f"{relation} {self.value:.2f}{spread}{self._note()}")
 
@@ -106,7 +112,7 @@ class Resolution:
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "limit": self.limit, "value": self.value, "low": self.low,
-                "high": self.high, "note": self.note}
+                "high": self.high, "note": self.note, "over": self.over}
 
 
 @dataclass
@@ -216,25 +222,35 @@ def resolve_mean(name: str, limit: float, design: Design,
 
 def resolve_range(name: str, limit: float, design: Design) -> Resolution:
     """``min_worst`` / ``max_spread`` / ``min_median``: by simulation of the planned gate
-    (`stats.power.range_value`): every group's (pair's) bound must clear under pass-on-evidence;
-    one must breach at Holm's level under fail-on-evidence."""
+    (`stats.power.range_values`): every group's (pair's) bound must clear under pass-on-evidence;
+    one must breach at Holm's level under fail-on-evidence. The figure is the least favourable
+    answer structure's; ``low``-``high`` spans the structures."""
     assert design.layout is not None
-    value, at_best = power.range_value(design.layout, design, name, limit)
-    if value is not None:
-        return Resolution(name, limit, value, note=_range_note(name, design))
+    found = power.range_values(design.layout, design, name, limit)
     failing = design.decide == "fail-on-evidence"
-    best = {"max_spread": "a model with no effect at all" if not failing else
-            "a spread of 1", "min_worst": "a perfect model" if not failing else
-            "a worst group at 0", "min_median": "a perfect model" if not failing else
-            "a median group at 0"}[name]
     verb = "fails" if failing else "passes"
+    if found.value is not None:
+        note = _range_note(name, design)
+        for structure, at_best in zip(power.STRUCTURES, found.at_best):
+            if at_best < POWER:
+                note += (f"; if answers hang together as {structure.label}, not even "
+                         f"{_best_model(name, failing)} {verb} 80% ({at_best:.0%})")
+        return Resolution(name, limit, found.value, found.low, found.high, note=note,
+                          over="the simulated answer structures")
     claims = (f"{design.layout.pairs} pairs each need |d| + t*se <= {limit:g}"
               if name == "max_spread" and not failing else
               f"{design.layout.groups} groups" if name != "max_spread" else
               f"{design.layout.pairs} pairs")
     return Resolution(name, limit, None, note=(
-        f"even {best} {verb} only {at_best:.0%} of simulated gates ({claims}): more instances or "
-        "resamplings, fewer groups, or another limit"))
+        f"even {_best_model(name, failing)} {verb} only {max(found.at_best):.0%} of simulated "
+        f"gates ({claims}): more instances or resamplings, fewer groups, or another limit"))
+
+
+def _best_model(name: str, failing: bool) -> str:
+    """The most favourable truth for the policy's outcome, in words."""
+    return {"max_spread": "a model with no effect at all" if not failing else "a spread of 1",
+            "min_worst": "a perfect model" if not failing else "a worst group at 0",
+            "min_median": "a perfect model" if not failing else "a median group at 0"}[name]
 
 
 def _range_note(name: str, design: Design) -> str:
@@ -242,7 +258,8 @@ def _range_note(name: str, design: Design) -> str:
     what = (f"every one of {design.layout.pairs} pairs" if name == "max_spread"
             else f"every one of {design.layout.groups} groups" if name == "min_worst"
             else f"the median of {design.layout.groups} groups")
-    return f"simulated: {what} through the gate's bounds, at rho={ASSUMED_RHO}"
+    return (f"simulated: {what} through the gate's bounds, under the least favourable of "
+            f"{len(power.STRUCTURES)} answer structures")
 
 
 def resolve_lower_ci(limit: float, design: Design) -> Resolution:
