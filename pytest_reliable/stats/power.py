@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -393,9 +394,11 @@ def range_outcome_rate(layout: RangeLayout, design: Design, threshold: str, limi
     level = 1.0 - alpha / max(design.hypotheses, 1) if failing else design.confidence
     if threshold == "min_median":  # Bonferroni over the groups that can move the median
         level = 1.0 - (1.0 - level) / (layout.groups // 2 + 1)
+    sizes = (layout.formats,) if layout.formats else layout.sizes
+    if design.decide == "estimate":
+        return _estimate_rate(draws, scores, threshold, limit)
     outcome = np.full(scores.shape[0], not failing)
     medians: list[FloatArray] = []
-    sizes = (layout.formats,) if layout.formats else layout.sizes
     for tally, row_tally, rows, k in zip(draws.tallies, draws.row_tallies, draws.first_rows,
                                          sizes):
         counts, sums = tally.counts, tally.sums(scores)
@@ -457,6 +460,26 @@ def range_outcome_rate(layout: RangeLayout, design: Design, threshold: str, limi
         median = np.median(np.concatenate(medians, axis=1), axis=1)
         outcome = median < limit if failing else median >= limit - 1e-12
     return float(outcome.mean())
+
+
+def _estimate_rate(draws: _Draws, scores: FloatArray, threshold: str, limit: float) -> float:
+    """Under estimate the gate compares the point estimate (`gate.decide_thresholds`): the
+    groups' paired estimates, clipped to [0, 1], over the groups with cells."""
+    tol = 1e-12
+    values = []
+    for tally in draws.tallies:
+        found = g.fit(tally.counts, tally.sums(scores), influence=False)
+        values.append(np.clip(found.estimates, 0.0, 1.0))  # NaN for a group without cells
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a labelling without any cell
+        if threshold == "max_spread":
+            spread = np.nanmax(np.stack([np.nanmax(v, axis=1) - np.nanmin(v, axis=1)
+                                         for v in values], axis=1), axis=1)
+            return float(np.mean(spread <= limit + tol))
+        every = np.concatenate(values, axis=1)
+        observed = (np.nanmin(every, axis=1) if threshold == "min_worst"
+                    else np.nanmedian(every, axis=1))
+    return float(np.mean(observed >= limit - tol))
 
 
 def _satterthwaite(v_instances: FloatArray, v_rows: FloatArray, df_instances: FloatArray,
@@ -529,9 +552,11 @@ class RangeValues:
         return [s for s, v in zip(STRUCTURES, self.per_structure) if v is None]
 
 
+@functools.lru_cache(maxsize=256)
 def range_values(layout: RangeLayout, design: Design, threshold: str,
                  limit: float) -> RangeValues:
-    """`range_value` under every one of `STRUCTURES`, on common random numbers."""
+    """`range_value` under every one of `STRUCTURES`, on common random numbers (remembered: the
+    tests of one suite often share a design, and the simulation is the plan's whole cost)."""
     reps = max(40, min(RANGE_REPS, RANGE_CELLS // max(design.instances * design.resamplings, 1)))
     draws = _draws(layout, design.instances, design.resamplings, reps, RANGE_SEED)
     found = [range_value(layout, design, threshold, limit, structure, draws)
