@@ -224,26 +224,35 @@ def resolve_range(name: str, limit: float, design: Design) -> Resolution:
     """``min_worst`` / ``max_spread`` / ``min_median``: by simulation of the planned gate
     (`stats.power.range_values`): every group's (pair's) bound must clear under pass-on-evidence;
     one must breach at Holm's level under fail-on-evidence. The figure is the least favourable
-    answer structure's; ``low``-``high`` spans the structures."""
+    answer structure's; ``low``-``high`` spans the structures. When under some structure not
+    even the most favourable model reaches 80%, no figure holds whatever the structure: none is
+    quoted, and the note gives the other structures' figure."""
     assert design.layout is not None
     found = power.range_values(design.layout, design, name, limit)
     failing = design.decide == "fail-on-evidence"
     verb = "fails" if failing else "passes"
-    if found.value is not None:
-        note = _range_note(name, design)
-        for structure, at_best in zip(power.STRUCTURES, found.at_best):
-            if at_best < POWER:
-                note += (f"; if answers hang together as {structure.label}, not even "
-                         f"{_best_model(name, failing)} {verb} 80% ({at_best:.0%})")
-        return Resolution(name, limit, found.value, found.low, found.high, note=note,
-                          over="the simulated answer structures")
+    if found.value is not None and not found.unreachable:
+        return Resolution(name, limit, found.value, found.low, found.high,
+                          note=_range_note(name, design), over="the simulated answer structures")
     claims = (f"{design.layout.pairs} pairs each need |d| + t*se <= {limit:g}"
               if name == "max_spread" and not failing else
               f"{design.layout.groups} groups" if name != "max_spread" else
               f"{design.layout.pairs} pairs")
+    advice = "more instances or resamplings, fewer groups, or another limit"
+    best = _best_model(name, failing)
+    if found.value is None:
+        return Resolution(name, limit, None, note=(
+            f"even {best} {verb} only {max(found.at_best):.0%} of simulated gates ({claims}): "
+            f"{advice}"))
+    lost = [(s.label, rate) for s, rate in zip(power.STRUCTURES, found.at_best) if rate < POWER]
+    kept = " and ".join(s.label for s, v in zip(power.STRUCTURES, found.per_structure)
+                        if v is not None)
+    relation = "<=" if (name in MAX_THRESHOLDS) != failing else ">="
     return Resolution(name, limit, None, note=(
-        f"even {_best_model(name, failing)} {verb} only {max(found.at_best):.0%} of simulated "
-        f"gates ({claims}): more instances or resamplings, fewer groups, or another limit"))
+        f"even {best} {verb} only {' / '.join(f'{rate:.0%}' for _, rate in lost)} of simulated "
+        f"gates ({claims}) if answers hang together as "
+        f"{' / '.join(label for label, _ in lost)}; under {kept} it {verb} with 80% probability "
+        f"only if the true {WHAT[name]} is {relation} {found.value:.2f}: {advice}"))
 
 
 def _best_model(name: str, failing: bool) -> str:

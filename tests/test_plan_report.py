@@ -10,7 +10,7 @@ from scipy import stats as scipy_stats
 
 from pytest_reliable import plan_report
 from pytest_reliable.plan_report import Design, RangeLayout, Resolution, TestPlan, resolve, solve
-from pytest_reliable.stats import wilson_interval
+from pytest_reliable.stats import power, wilson_interval
 
 Z95 = scipy_stats.norm.ppf(0.95)
 
@@ -171,6 +171,7 @@ def test_range_figures_lie_on_the_side_each_policy_needs_evidence_for() -> None:
 def test_the_plan_is_deterministic_and_grows_with_the_design() -> None:
     layout = RangeLayout("ilr", (2, 3))
     small = resolve("min_worst", 0.5, Design(50, 5, layout=layout))
+    power.range_values.cache_clear()  # simulated afresh, not remembered
     again = resolve("min_worst", 0.5, Design(50, 5, layout=layout))
     large = resolve("min_worst", 0.5, Design(400, 5, layout=layout))
     assert small == again
@@ -230,8 +231,6 @@ def test_the_plans_simulated_gate_decides_as_the_gate_does(layout: RangeLayout, 
                                                              x: float) -> None:
     # The plan's batched copy of the gate (df, resampling jackknife, pair skewness) against the
     # gate itself on the very same cells, under every structure: the rates must be equal.
-    from pytest_reliable.stats import power
-
     design = Design(60, 5, decide=decide, layout=layout,
                     hypotheses=1 + (layout.pairs - 1 if name == "max_spread" else 0))
     draws = power._draws(layout, 60, 5, 40, 11)
@@ -247,8 +246,6 @@ def test_the_plans_simulated_gate_decides_as_the_gate_does(layout: RangeLayout, 
 def test_the_simulation_gives_one_answer_per_prompt() -> None:
     # ilr draws variants with replacement: an instance shown one variant twice answers the same
     # (temperature 0); the part C miss of min_worst came from simulating fresh answers.
-    from pytest_reliable.stats import power
-
     draws = power._draws(RangeLayout("ilr", (2,)), 30, 8, 5, 3)
     codes, u = draws.codes, draws.cell_u
     repeats = fresh = 0
@@ -266,8 +263,6 @@ def test_the_simulation_gives_one_answer_per_prompt() -> None:
 
 
 def test_range_figure_is_the_least_favourable_structures_and_shows_their_span() -> None:
-    from pytest_reliable.stats import power
-
     layout = RangeLayout("ilr", (3, 2))
     design = Design(60, 5, layout=layout)
     found = power.range_values(layout, design, "min_median", 0.6)
@@ -295,8 +290,6 @@ def test_at_the_quoted_figure_a_structure_the_plan_does_not_simulate_goes_its_wa
     # Beta instances at icc 0.5 (between the plan's 0.2 and 0.8), on random numbers the plan did
     # not use: the outcome must still have at least 80% probability (less 2 MC errors). The
     # simulated gate is the gate (test above); bench part C checks the same end to end.
-    from pytest_reliable.stats import power
-
     layout = RangeLayout("ilr", (3, 2))
     design = Design(60, 5, decide=decide, layout=layout,
                     hypotheses=1 + (layout.pairs - 1 if name == "max_spread" else 0))
@@ -307,3 +300,21 @@ def test_at_the_quoted_figure_a_structure_the_plan_does_not_simulate_goes_its_wa
     rate = power.range_outcome_rate(layout, design, name, limit, r.value, draws,
                                     power.Structure("beta", 0.5))
     assert rate >= 0.8 - 2 * math.sqrt(0.16 / reps)
+
+
+def test_no_figure_is_quoted_when_a_structure_cannot_reach_80_percent() -> None:
+    # N=30, n=10: a model with no effect at all passes max_spread=0.45 in 72% of the gates when
+    # instances are nearly all right or all wrong (beta 0.8: few instances carry the pairs'
+    # evidence), in more than 80% under the other structures. No value holds whatever the
+    # structure: the plan says so and gives the other structures' figure.
+    design = Design(30, 10, layout=RangeLayout("ilr", (3, 2)))
+    found = power.range_values(design.layout, design, "max_spread", 0.45)
+    assert [s.label for s in found.unreachable] == ["beta 0.8"]
+    assert found.value is not None  # the other structures do reach 80%
+    r = resolve("max_spread", 0.45, design)
+    assert r.value is None
+    text = r.describe("pass-on-evidence")
+    assert text.startswith("max_spread=0.45: cannot pass on evidence at this size; even a model "
+                           "with no effect at all passes only ")
+    assert "if answers hang together as beta 0.8; under beta 0.2 and mixture 0.5 it passes with " \
+           f"80% probability only if the true spread is <= {found.value:.2f}" in text

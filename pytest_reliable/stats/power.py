@@ -46,8 +46,8 @@ import numpy.typing as npt
 from scipy import special as _special
 from scipy import stats as _sps
 
-from pytest_reliable.stats._validation import FloatArray
 from pytest_reliable.stats import groups as g
+from pytest_reliable.stats._validation import FloatArray
 from pytest_reliable.stats.groups import Tally
 from pytest_reliable.stats.proportions import wilson_interval
 from pytest_reliable.vocabulary import DEFAULT_POLICY
@@ -538,8 +538,7 @@ class RangeValues:
     ``value``: the conservative end, where the policy's outcome has at least `POWER` probability
     under every structure that can reach it; ``low`` / ``high``: the span of the structures'
     values; ``at_best``: per structure, the outcome's rate at the most favourable value (below
-    `POWER`: that structure cannot go the policy's way at this size, its value is None; `POWER`
-    itself when a value short of the most favourable one reached it, which is not simulated)."""
+    `POWER`: that structure cannot go the policy's way at this size, its value is None)."""
 
     value: float | None
     low: float | None
@@ -596,18 +595,15 @@ def range_value(layout: RangeLayout, design: Design, threshold: str, limit: floa
     def rate(x: float) -> float:
         return range_outcome_rate(layout, design, threshold, limit, x, draws, structure)
 
+    at_best = rate(best)  # first: an unreachable threshold costs one simulated value
+    if at_best < POWER:
+        return None, at_best
     lo, hi = (limit, best) if toward > 0 else (best, limit)
-    reached = False
     for _ in range(RANGE_STEPS):
         mid = (lo + hi) / 2.0
         ok = rate(mid) >= POWER
-        reached |= ok
         if (toward > 0) == ok:
             hi = mid
         else:
             lo = mid
-    # The most favourable value is simulated only when no value short of it reached POWER.
-    at_best = POWER if reached else rate(best)
-    if at_best < POWER:
-        return None, at_best
     return (hi if toward > 0 else lo), at_best
