@@ -242,9 +242,11 @@ def resolve_range(name: str, limit: float, design: Design) -> Resolution:
     best = _best_model(name, failing)
     if found.value is None:
         return Resolution(name, limit, None, note=(
-            f"even {best} {verb} only {max(found.at_best):.0%} of simulated gates ({claims}): "
+            f"even {best} {verb} only {max(r or 0.0 for r in found.at_best):.0%} of simulated "
+            f"gates ({claims}): "
             f"{advice}"))
-    lost = [(s.label, rate) for s, rate in zip(power.STRUCTURES, found.at_best) if rate < POWER]
+    lost = [(s.label, rate) for s, rate in zip(power.STRUCTURES, found.at_best)
+            if rate is not None and rate < POWER]
     kept = " and ".join(s.label for s, v in zip(power.STRUCTURES, found.per_structure)
                         if v is not None)
     relation = "<=" if (name in MAX_THRESHOLDS) != failing else ">="

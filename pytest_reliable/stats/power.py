@@ -183,8 +183,9 @@ RANGE_SEED = 20_190_000
 """Fixed: the plan is deterministic (common random numbers across the candidate values)."""
 RANGE_CELLS = 2_000_000
 """Cells simulated per candidate value at most (fewer repetitions for very large designs)."""
-RANGE_STEPS = 8
-"""Bisection steps per structure: the value to within (best - limit) / 256."""
+RANGE_STEPS = 7
+"""Bisection steps per structure: the value to within (best - limit) / 128 (0.003 for a
+limit of 0.6), rounded toward the conservative side."""
 
 
 @dataclass(frozen=True)
@@ -538,13 +539,14 @@ class RangeValues:
     ``value``: the conservative end, where the policy's outcome has at least `POWER` probability
     under every structure that can reach it; ``low`` / ``high``: the span of the structures'
     values; ``at_best``: per structure, the outcome's rate at the most favourable value (below
-    `POWER`: that structure cannot go the policy's way at this size, its value is None)."""
+    `POWER`: that structure cannot go the policy's way at this size, its value is None; None
+    when not simulated, a nearer value having reached `POWER`)."""
 
     value: float | None
     low: float | None
     high: float | None
     per_structure: tuple[float | None, ...]
-    at_best: tuple[float, ...]
+    at_best: tuple[float | None, ...]
 
     @property
     def unreachable(self) -> list[Structure]:
@@ -572,12 +574,13 @@ def range_values(layout: RangeLayout, design: Design, threshold: str,
 
 def range_value(layout: RangeLayout, design: Design, threshold: str, limit: float,
                 structure: Structure = STRUCTURES[0],
-                draws: _Draws | None = None) -> tuple[float | None, float]:
+                draws: _Draws | None = None) -> tuple[float | None, float | None]:
     """The threshold value at which the policy's outcome has `POWER` probability for the
     hardest model (`_configuration`) under ``structure``, by bisection over simulated gates
     with common random numbers; and the outcome's rate at the most favourable value (0 or 1
     apart from the limit's side): below `POWER` there, the threshold cannot go that way at
-    this size (value None)."""
+    this size (value None). That rate is simulated only when the value halfway to it falls
+    short (None otherwise: a value short of the most favourable one already reached `POWER`)."""
     if draws is None:
         reps = max(40, min(RANGE_REPS,
                            RANGE_CELLS // max(design.instances * design.resamplings, 1)))
@@ -595,13 +598,16 @@ def range_value(layout: RangeLayout, design: Design, threshold: str, limit: floa
     def rate(x: float) -> float:
         return range_outcome_rate(layout, design, threshold, limit, x, draws, structure)
 
-    at_best = rate(best)  # first: an unreachable threshold costs one simulated value
-    if at_best < POWER:
-        return None, at_best
     lo, hi = (limit, best) if toward > 0 else (best, limit)
-    for _ in range(RANGE_STEPS):
+    at_best = None
+    for step in range(RANGE_STEPS):
         mid = (lo + hi) / 2.0
         ok = rate(mid) >= POWER
+        if step == 0 and not ok:
+            # Halfway to the most favourable value falls short: is that value itself reachable?
+            at_best = rate(best)
+            if at_best < POWER:
+                return None, at_best
         if (toward > 0) == ok:
             hi = mid
         else:
