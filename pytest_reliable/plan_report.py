@@ -269,7 +269,8 @@ def _range_note(name: str, design: Design) -> str:
     what = (f"every one of {design.layout.pairs} pairs" if name == "max_spread"
             else f"every one of {design.layout.groups} groups" if name == "min_worst"
             else f"the median of {design.layout.groups} groups")
-    return (f"simulated: {what} through the gate's bounds, under the least favourable of "
+    how = "point estimates" if design.decide == "estimate" else "bounds"
+    return (f"simulated: {what} through the gate's {how}, under the least favourable of "
             f"{len(power.STRUCTURES)} answer structures")
 
 

@@ -318,3 +318,14 @@ def test_no_figure_is_quoted_when_a_structure_cannot_reach_80_percent() -> None:
                            "with no effect at all passes only ")
     assert "if answers hang together as beta 0.8; under beta 0.2 and mixture 0.5 it passes with " \
            f"80% probability only if the true spread is <= {found.value:.2f}" in text
+
+
+def test_under_estimate_a_range_is_sized_on_the_point_estimate() -> None:
+    # The plan had sized estimate gates on the bounds (the README example quoted ">= 1.00" for
+    # min_worst=0.7 under estimate): the point estimate needs less than a bound does.
+    layout = RangeLayout("ilr", (3, 2))
+    estimate = resolve("min_worst", 0.6, Design(60, 5, decide="estimate", layout=layout))
+    bound = resolve("min_worst", 0.6, Design(60, 5, decide="pass-on-evidence", layout=layout))
+    assert estimate.value is not None and bound.value is not None
+    assert 0.6 < estimate.value < bound.value - 0.03
+    assert "through the gate's point estimates" in estimate.describe("estimate")
