@@ -1,0 +1,192 @@
+"""``--reliable-batch`` for the whole run (SPEC section 13): after collection every reliable test
+is planned, the first round of all of them goes as one batch, and the tests run from the store.
+Driven as users run it, against the scripted server, which counts its batches and calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+import pytest
+
+from pytest_reliable.testing import ScriptedServer
+from tests.acceptance.helpers import RELIABLE_YAML, run_json
+from tests.acceptance.test_many_machines import questions, right_option
+from tests.acceptance.test_money import PRICES, remote, verdicts
+
+BATCH_PRICING = {"models": {"scripted": {**PRICES, "batch": 0.5}}}
+
+THREE_GATES = '''
+import asyncio
+
+import pytest
+from pytest_reliable import Dataset, MultipleChoice
+
+SETUPS = []
+
+
+@pytest.fixture(scope="module")
+def module_resource():
+    SETUPS.append("module")
+    yield "resource"
+
+
+@pytest.fixture
+def data():
+    SETUPS.append("function")
+    return Dataset.from_records({first!r})
+
+
+@pytest.mark.reliable(space="wrappers", n=4, mode="fixed", min_score=0.5)
+def test_first(reliable, data, module_resource):
+    reliable.evaluate(data, MultipleChoice())
+
+
+@pytest.mark.reliable(space="wrappers", n=4, mode="fixed", min_score=0.5)
+def test_second(reliable, module_resource):
+    report = reliable.evaluate(Dataset.from_records({second!r}), MultipleChoice())
+    assert report.passed
+
+
+@pytest.mark.reliable(space="wrappers", n=4, mode="fixed", min_score=0.5, stop_early=False)
+def test_third(reliable):
+    async def body():
+        await reliable.aevaluate(Dataset.from_records({third!r}), MultipleChoice())
+
+    asyncio.run(body())
+
+
+def test_plain():
+    SETUPS.append("plain")
+    assert 1 + 1 == 2
+
+
+def test_setups_seen_by_the_last_test():
+    print("SETUPS", SETUPS)
+'''
+
+
+def write_three(pytester: pytest.Pytester) -> Path:
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_three=THREE_GATES.format(
+        first=questions(6, "a "), second=questions(6, "b "), third=questions(6, "c ")))
+    path = pytester.path / "prices.yaml"
+    path.write_text(json.dumps(BATCH_PRICING))
+    return path
+
+
+def test_one_batch_for_the_first_round_of_every_test(pytester: pytest.Pytester) -> None:
+    pricing = write_three(pytester)
+    with ScriptedServer(right_option, batch_delay=0.3) as server:
+        result, batched = run_json(pytester, *remote(server, pricing), "--reliable-batch",
+                                   "--reliable-no-cache", "-s", name="batched.json")
+        result.assert_outcomes(passed=5)
+        # 3 tests x 6 questions x 2 wrappers: 36 distinct prompts, in one batch
+        assert (len(server.batches), server.batch_lines) == (1, 36)
+        assert server.paths["/v1/chat/completions"] == 0
+        bill = server.billed_usd(**PRICES, batch=0.5)
+        live, direct = run_json(pytester, *remote(server, pricing), "--reliable-no-cache",
+                                name="direct.json")
+        live.assert_outcomes(passed=5)
+        assert server.paths["/v1/chat/completions"] == 36
+    assert verdicts(batched) == verdicts(direct)
+    # each test counts the answers the batch paid for it, as the direct run's tests do
+    assert [e["calls"] for e in batched["tests"]] == [e["calls"] for e in direct["tests"]]
+    assert batched["cost"]["usd"] == pytest.approx(bill, abs=1e-6)
+    assert batched["cost"]["usd"] == pytest.approx(direct["cost"]["usd"] / 2, abs=1e-6)
+    result.stdout.fnmatch_lines(["*reliable first round (batch): 36 requests of 3 tests: 0 from "
+                                 "the store, 36 answered by the batch API*"])
+    # the planning pass ran the bodies up to evaluate: the function fixture twice, the module
+    # fixture once in all, the plain test once (it is not planned)
+    assert "SETUPS ['module', 'function', 'function', 'plain']" in result.stdout.str()
+
+
+def test_a_second_run_sends_nothing(pytester: pytest.Pytester) -> None:
+    pricing = write_three(pytester)
+    with ScriptedServer(right_option) as server:
+        first, _ = run_json(pytester, *remote(server, pricing), "--reliable-batch")
+        first.assert_outcomes(passed=5)
+        second, report = run_json(pytester, *remote(server, pricing), "--reliable-batch")
+        second.assert_outcomes(passed=5)
+        assert (len(server.batches), server.batch_lines) == (1, 36)
+        assert server.paths["/v1/chat/completions"] == 0
+    assert all(e["calls"]["made"] == 0 for e in report["tests"])
+    second.stdout.fnmatch_lines(["*first round (batch): 36 requests of 3 tests: 36 from the "
+                                 "store, 0 answered*"])
+
+
+def test_a_run_killed_while_it_waits_for_the_first_round_resumes_it(
+    pytester: pytest.Pytester,
+) -> None:
+    pricing = write_three(pytester)
+    with ScriptedServer(right_option, batch_delay=3600) as server:
+        args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
+                *remote(server, pricing), "--reliable-batch", "--reliable-report=report.json"]
+        first = subprocess.Popen(args, cwd=pytester.path, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while not server.batches and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)  # waiting for it now
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+        assert (len(server.batches), server.batch_lines) == (1, 36)
+        server.batch_delay = 0.0
+        rerun = subprocess.run(args, cwd=pytester.path, capture_output=True, text=True,
+                               timeout=300)
+        assert rerun.returncode == 0, rerun.stdout
+        # the same batch was collected: nothing sent, nothing paid again
+        assert (len(server.batches), server.batch_lines) == (1, 36)
+        assert server.paths["/v1/chat/completions"] == 0 and server.paths["/v1/files"] == 1
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert [e["calls"]["made"] for e in report["tests"]] == [12, 12, 12]
+
+
+STOPPING_GATE = '''
+import pytest
+from pytest_reliable import Dataset, MultipleChoice
+
+
+@pytest.mark.reliable(space="wrappers", n=40, mode="fixed", min_score=0.3, stop_early=True)
+def test_stops(reliable):
+    reliable.evaluate(Dataset.from_records({data!r}), MultipleChoice())
+'''
+
+
+def test_early_stopping_batches_only_its_first_stage_first(pytester: pytest.Pytester) -> None:
+    """The first round of a test that may stop early is its first stage: the stages it never
+    runs are never paid for."""
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_stops=STOPPING_GATE.format(data=questions(20)))
+    pricing = pytester.path / "prices.yaml"
+    pricing.write_text(json.dumps(BATCH_PRICING))
+    with ScriptedServer(right_option) as server:
+        result, batched = run_json(pytester, *remote(server, pricing), "--reliable-batch",
+                                   "--reliable-no-cache", name="batched.json")
+        result.assert_outcomes(passed=1)
+        first_lines = server.batches["batch-1"]["request_counts"]["total"]
+        live, direct = run_json(pytester, *remote(server, pricing), "--reliable-no-cache",
+                                name="direct.json")
+        live.assert_outcomes(passed=1)
+    assert verdicts(batched) == verdicts(direct)
+    assert batched["tests"][0]["calls"] == direct["tests"][0]["calls"]
+    # the first stage: 2 resamplings (40 / 20) of 20 questions, with the canonical pass
+    assert first_lines <= 2 * 20 + 20
+    assert server.paths["/v1/chat/completions"] == direct["tests"][0]["calls"]["made"]
+
+
+def test_under_xdist_the_workers_share_one_batch(pytester: pytest.Pytester) -> None:
+    """Each worker plans every test (it cannot know which ones it will run); the batch's claims
+    let one of them send the batch and the other read its answers from the store."""
+    pricing = write_three(pytester)
+    with ScriptedServer(right_option, batch_delay=0.5) as server:
+        result, report = run_json(pytester, *remote(server, pricing), "--reliable-batch",
+                                  "-n", "2")
+        result.assert_outcomes(passed=5)
+        assert (len(server.batches), server.batch_lines) == (1, 36)
+        assert server.paths["/v1/chat/completions"] == 0
+    assert [e["verdict"] for e in report["tests"]] == ["passed"] * 3
