@@ -156,7 +156,8 @@ class ReliableFixture:
             from pytest_reliable.plan_report import plan_reliable
 
             plan_instead(self._item, lambda: plan_reliable(session, self._item.nodeid, dataset,
-                                                           task, spec, self._model))
+                                                           task, spec, self._model,
+                                                           self._baseline))
         gather_instead(self._item, lambda: requests_of(session, self._item.nodeid, dataset, task,
                                                        spec, self._model))
         return self._run("reliable", lambda: session.run_reliable(
