@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 import pytest
 
 from pytest_reliable.testing import ScriptedServer
@@ -190,3 +191,29 @@ def test_under_xdist_the_workers_share_one_batch(pytester: pytest.Pytester) -> N
         assert (len(server.batches), server.batch_lines) == (1, 36)
         assert server.paths["/v1/chat/completions"] == 0
     assert [e["verdict"] for e in report["tests"]] == ["passed"] * 3
+
+
+def test_two_hosts_batching_the_same_calls_pay_once(
+    tmp_path: Path, postgres_server: Any, postgres_url: str,
+) -> None:
+    """SPEC 13 with section 10: two hosts sharing a PostgreSQL store start the same gate at once
+    with --reliable-batch: one sends the batch (it holds the calls' claims), the other waits for
+    it and reads the answers from the store; the server sees one batch and no other call."""
+    from tests.acceptance.test_many_machines import GATE, finish, project, start_host
+
+    with ScriptedServer(right_option, batch_delay=2.0) as server:
+        hosts = [project(tmp_path, f"host{i}", GATE, count=12) for i in range(2)]
+        for host in hosts:
+            (host / "prices.yaml").write_text(json.dumps(BATCH_PRICING))
+        running = [start_host(h, server, postgres_url, "--reliable-batch",
+                              "--reliable-pricing=prices.yaml") for h in hosts]
+        outcomes = [finish(host) for host in running]
+        assert [code for code, _ in outcomes] == [0, 0], [out for _, out in outcomes]
+        # 12 questions x 2 wrappers: 24 distinct prompts, sent once
+        assert (len(server.batches), server.batch_lines) == (1, 24)
+        assert server.paths["/v1/chat/completions"] == 0
+        bill = server.billed_usd(**PRICES, batch=0.5)
+    reports = [json.loads((h / "report.json").read_text())["tests"][0] for h in hosts]
+    assert sorted(r["calls"]["made"] for r in reports) == [0, 24]
+    assert sum(r["cost"]["usd"] for r in reports) == pytest.approx(bill, abs=1e-6)
+    assert reports[0]["mean"] == reports[1]["mean"]
