@@ -26,7 +26,7 @@ from pytest_reliable._plugin_markers import kind_of
 
 if TYPE_CHECKING:
     from pytest_reliable._plugin_state import ReliableState
-    from pytest_reliable.first_round import FirstRound
+    from pytest_reliable.first_round import FirstRound  # noqa: F401 - named in a stash key
     from pytest_reliable.models.base import AsyncModel
     from pytest_reliable.runner import ProgressEvent, Request
 

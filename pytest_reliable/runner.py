@@ -412,8 +412,6 @@ def claim_batch_keys(store: Store,
     """(the keys this process now holds the claims of, the answers stored meanwhile). The keys
     are claimed together, one batch-claiming process at a time; the others are another
     process's to answer. Blocking: called off the event loop."""
-    import time
-
     found = store.get_many(keys)  # answered: no claim needed (one query per read batch)
     while not store.claims.try_claim(CLAIMING_A_BATCH):
         time.sleep(CLAIM_POLL_FIRST_S)  # another process claims its batch's keys: a moment

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
 import pytest
 
 from pytest_reliable.testing import ScriptedServer
@@ -99,8 +100,8 @@ def test_one_batch_for_the_first_round_of_every_test(pytester: pytest.Pytester) 
     assert [e["calls"] for e in batched["tests"]] == [e["calls"] for e in direct["tests"]]
     assert batched["cost"]["usd"] == pytest.approx(bill, abs=1e-6)
     assert batched["cost"]["usd"] == pytest.approx(direct["cost"]["usd"] / 2, abs=1e-6)
-    result.stdout.fnmatch_lines(["*reliable first round (batch): 36 requests of 3 tests: 0 from "
-                                 "the store, 36 answered by the batch API*"])
+    said = "reliable first round (batch): 36 requests of 3 tests: 0 from the store, 36 answered"
+    result.stdout.fnmatch_lines([f"*{said} by the batch API*"])
     # the planning pass ran the bodies up to evaluate: the function fixture twice, the module
     # fixture once in all, the plain test once (it is not planned)
     assert "SETUPS ['module', 'function', 'function', 'plain']" in result.stdout.str()
@@ -116,8 +117,7 @@ def test_a_second_run_sends_nothing(pytester: pytest.Pytester) -> None:
         assert (len(server.batches), server.batch_lines) == (1, 36)
         assert server.paths["/v1/chat/completions"] == 0
     assert all(e["calls"]["made"] == 0 for e in report["tests"])
-    second.stdout.fnmatch_lines(["*first round (batch): 36 requests of 3 tests: 36 from the "
-                                 "store, 0 answered*"])
+    second.stdout.fnmatch_lines(["*first round (batch): 36 requests of 3 tests: 36 from the store*"])
 
 
 def test_a_run_killed_while_it_waits_for_the_first_round_resumes_it(
@@ -137,7 +137,7 @@ def test_a_run_killed_while_it_waits_for_the_first_round_resumes_it(
         first.wait(timeout=30)
         assert (len(server.batches), server.batch_lines) == (1, 36)
         server.batch_delay = 0.0
-        rerun = subprocess.run(args, cwd=pytester.path, capture_output=True, text=True,
+        rerun = subprocess.run(args, check=False, cwd=pytester.path, capture_output=True, text=True,
                                timeout=300)
         assert rerun.returncode == 0, rerun.stdout
         # the same batch was collected: nothing sent, nothing paid again
