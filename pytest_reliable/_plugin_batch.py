@@ -35,14 +35,14 @@ GATHERING_KEY = pytest.StashKey["FirstRound"]()
 
 
 def gather_instead(item: pytest.Item,
-                   make: Callable[[], tuple[AsyncModel, list[Request]]] | None) -> None:
+                   make: Callable[[], list[tuple[AsyncModel, list[Request]]]] | None) -> None:
     """During the planning pass: record the first round ``make`` returns (None: a CheckList
     call, whose calls are left to its test) and end the body here. Otherwise nothing."""
     gathering = item.stash.get(GATHERING_KEY, None)
     if gathering is None:
         return
     if make is not None:
-        gathering.add(*make())
+        gathering.add(make())
     # As --reliable-plan ends a body: a skip (never caught by a body's `except Exception`), in a
     # report nobody logs.
     pytest.skip("first round gathered (--reliable-batch)")

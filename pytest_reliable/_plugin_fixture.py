@@ -159,7 +159,7 @@ class ReliableFixture:
                                                            task, spec, self._model,
                                                            self._baseline))
         gather_instead(self._item, lambda: requests_of(session, self._item.nodeid, dataset, task,
-                                                       spec, self._model))
+                                                       spec, self._model, self._baseline))
         return self._run("reliable", lambda: session.run_reliable(
             self._item.nodeid, dataset, task, spec, self._model, self._baseline))
 

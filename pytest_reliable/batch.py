@@ -9,7 +9,13 @@ notices: answers are stored and counted as calls made, priced at the batch multi
 
 The pending batch's id is kept in the store under the name of its set of requests (their cache
 keys), so a run killed while it waits finds the same batch on the next run and collects it instead
-of paying again.
+of paying again. Which requests a process may put in its batch is the runner's business
+(`runner.claim_batch_keys`): those whose claims it holds in the store, so two processes or hosts
+batching the same requests pay for them once.
+
+With ``--reliable-batch`` the run's first round (`pytest_reliable.first_round`) goes through this
+transport before the tests run; what it did for them (`AnsweredAhead`) is shared by every
+transport of the run, so the tests count the answers it paid for as their own calls.
 """
 
 from __future__ import annotations

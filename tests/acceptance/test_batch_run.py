@@ -217,3 +217,38 @@ def test_two_hosts_batching_the_same_calls_pay_once(
     assert sorted(r["calls"]["made"] for r in reports) == [0, 24]
     assert sum(r["cost"]["usd"] for r in reports) == pytest.approx(bill, abs=1e-6)
     assert reports[0]["mean"] == reports[1]["mean"]
+
+
+BASELINE_GATE = '''
+import pytest
+from pytest_reliable import Dataset, MultipleChoice
+
+
+@pytest.mark.reliable(space="wrappers", n=4, mode="fixed", max_regression=0.5, decide="estimate")
+def test_compared(reliable):
+    reliable.evaluate(Dataset.from_records({data!r}), MultipleChoice())
+'''
+
+
+def test_a_baseline_models_calls_are_in_the_first_round(pytester: pytest.Pytester) -> None:
+    """n resamplings are known before any answer, so the baseline's are too: one batch per
+    model in the first round, and the comparison equals the direct run's."""
+    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
+    pytester.makepyfile(test_compared=BASELINE_GATE.format(data=questions(6)))
+    pricing = pytester.path / "prices.yaml"
+    pricing.write_text(json.dumps(BATCH_PRICING))
+    with ScriptedServer(right_option) as server:
+        args = [*remote(server, pricing), "--reliable-baseline-model=production",
+                "--reliable-no-cache"]
+        result, batched = run_json(pytester, *args, "--reliable-batch", name="batched.json")
+        result.assert_outcomes(passed=1)
+        assert (len(server.batches), server.batch_lines) == (2, 24)  # 12 prompts x 2 models
+        assert {b["_lines"][0]["body"]["model"] for b in server.batches.values()} == {
+            "scripted", "production"}
+        assert server.paths["/v1/chat/completions"] == 0
+        live, direct = run_json(pytester, *args, name="direct.json")
+        live.assert_outcomes(passed=1)
+    [entry], [expected] = batched["tests"], direct["tests"]
+    assert entry["baseline"]["difference"] == expected["baseline"]["difference"]
+    assert entry["baseline"]["calls"] == expected["baseline"]["calls"]
+    assert entry["calls"] == expected["calls"]
