@@ -19,7 +19,14 @@ import numpy as np
 
 from pytest_reliable import stats
 from pytest_reliable.errors import ReliableConfigError
-from pytest_reliable.evaluation import Calls, CellResult, PlannedCell, _numbered, run_cells
+from pytest_reliable.evaluation import (
+    Calls,
+    CellResult,
+    PlannedCell,
+    RenderedCell,
+    numbered_cells,
+    run_cells,
+)
 from pytest_reliable.models.base import SamplingParams
 from pytest_reliable.render import render
 from pytest_reliable.runner import Runner
@@ -55,7 +62,7 @@ def circular_cells(dataset: Sequence[dict[str, Any]], task: Task, space: Space,
     """Every cyclic shift of each instance's options at the canonical variant."""
     variant = space.canonical_variant()
     params = SamplingParams(temperature=float(variant.temperature), max_tokens=max_tokens)
-    rendered = []
+    rendered: list[RenderedCell] = []
     for i, example in enumerate(dataset):
         options = task.options(example)
         if not options:
@@ -67,7 +74,7 @@ def circular_cells(dataset: Sequence[dict[str, Any]], task: Task, space: Space,
             shifted = replace(variant, order=shown[shift:] + shown[:shift])
             prompt = render(space, shifted, example, task, [])
             rendered.append((CIRCULAR, i, shifted, prompt, params))
-    return _numbered(rendered, nodeid)
+    return numbered_cells(rendered, nodeid)
 
 
 def check_circular(dataset: Sequence[dict[str, Any]], task: Task) -> None:

@@ -353,7 +353,7 @@ def greedy_cells(
     demonstrations: what a CheckList test asks (cell ``instance`` = the example's position)."""
     variant = space.canonical_variant()
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
-    return _numbered(
+    return numbered_cells(
         [(CANONICAL, i, variant, render(space, variant, example, task, []), params)
          for i, example in enumerate(examples)],
         nodeid="",  # at temperature 0 every sample index is 0 and the key has no scope
@@ -368,7 +368,7 @@ def plan_cells(
     plan = make_plan(
         space, dataset, settings.n, mode=settings.mode, seed=settings.seed, task=task
     )
-    rendered: list[_Rendered] = []
+    rendered: list[RenderedCell] = []
     for r in range(settings.n):
         for i, example in enumerate(dataset):
             planned = plan.cell(r, i)
@@ -384,10 +384,10 @@ def plan_cells(
         )
         params = SamplingParams(temperature=float(temperature), max_tokens=settings.max_tokens)
         rendered.extend((CANONICAL, i, planned.variant, prompt, params) for _ in range(settings.k))
-    return _numbered(rendered, settings.nodeid)
+    return numbered_cells(rendered, settings.nodeid)
 
 
-_Rendered = tuple[int, int, Variant, Prompt, SamplingParams]
+RenderedCell = tuple[int, int, Variant, Prompt, SamplingParams]
 """(resampling, instance, variant, prompt, params) of a cell before its samples are numbered."""
 
 
@@ -401,7 +401,7 @@ def _render(
     return render(space, planned.variant, example, task, [dataset[j] for j in planned.demos])
 
 
-def _numbered(rendered: Sequence[_Rendered], nodeid: str) -> list[PlannedCell]:
+def numbered_cells(rendered: Sequence[RenderedCell], nodeid: str) -> list[PlannedCell]:
     """The cells with their requests, sample indexes numbered in cell order (`number_samples`):
     the cache keys."""
     requests = number_samples([(prompt.messages, params) for *_, prompt, params in rendered],

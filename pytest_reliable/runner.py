@@ -27,7 +27,7 @@ import random
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -342,6 +342,7 @@ _last_prompt: dict[str, str] = {}
 # -- the run's event loop ------------------------------------------------------------------------
 _loop_lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
+_loop_thread: threading.Thread | None = None
 _test_loop: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
     "pytest_reliable_test_loop", default=None
 )
@@ -349,15 +350,60 @@ _test_loop: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextva
 
 def call_loop() -> asyncio.AbstractEventLoop:
     """The process's loop for model calls, running in a daemon thread (started on first use)."""
-    global _loop
+    global _loop, _loop_thread
     with _loop_lock:
         if _loop is None or _loop.is_closed():
             loop = asyncio.new_event_loop()
-            threading.Thread(
+            _loop_thread = threading.Thread(
                 target=loop.run_forever, name="pytest-reliable-loop", daemon=True
-            ).start()
+            )
+            _loop_thread.start()
             _loop = loop
         return _loop
+
+
+STOP_GRACE_S = 1.0
+"""How long the run's end waits for calls still running on the loop (abandoned ones, which
+ignored their cancellation once) before it cancels them again and closes the loop anyway."""
+
+
+def stop_call_loop(closing: Sequence[Coroutine[Any, Any, None]] = ()) -> None:
+    """End the process's call loop at the run's end: wait briefly for what still runs on it,
+    cancel the rest, run ``closing`` (the models' ``aclose()``) on it, then stop and close it
+    (a later call starts a new loop). Without this, abandoned calls outlive the run: a
+    pytest-xdist worker is interrupted at its exit with them in flight, and their HTTP clients'
+    finalizers print tracebacks."""
+    global _loop, _loop_thread
+    if closing:
+        call_loop()  # the clients close on a loop even when no call was ever made
+    with _loop_lock:
+        loop, thread = _loop, _loop_thread
+        _loop, _loop_thread = None, None
+    if loop is None or loop.is_closed():
+        return
+
+    async def wind_down() -> None:
+        rest = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        if rest:
+            _, running = await asyncio.wait(rest, timeout=STOP_GRACE_S)
+            for task in running:
+                task.cancel()
+        for coro in closing:
+            try:
+                await coro
+            except Exception:
+                log.debug("closing a model failed", exc_info=True)
+        await loop.shutdown_asyncgens()
+
+    try:
+        asyncio.run_coroutine_threadsafe(wind_down(), loop).result(STOP_GRACE_S + 5.0)
+    except Exception:  # a call that ignores its cancellation again: stop the loop regardless
+        log.debug("stopping the call loop with tasks still running", exc_info=True)
+    loop.call_soon_threadsafe(loop.stop)
+    if thread is not None:
+        thread.join(STOP_GRACE_S)
+    if not loop.is_running():
+        loop.close()
 
 
 @contextlib.contextmanager

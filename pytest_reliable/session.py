@@ -57,7 +57,7 @@ from pytest_reliable.runner import (
     Budget,
     ProgressEvent,
     Runner,
-    run_on_call_loop,
+    stop_call_loop,
 )
 from pytest_reliable.sampling import derive_seed
 from pytest_reliable.settings import Settings
@@ -196,11 +196,9 @@ class ReliableSession:
     def close(self) -> None:
         models = list(self._models.values())
         self._models.clear()
-        for model in models:
-            try:
-                run_on_call_loop(model.aclose())
-            except Exception:
-                log.debug("closing %s failed", model.identity, exc_info=True)
+        # The models' clients close on the loop their calls ran on, then the loop ends: no call
+        # (an abandoned one included) outlives the run.
+        stop_call_loop([model.aclose() for model in models])
         if self._budget is not None and self._budget.ledger is not None:
             self._budget.ledger.close()
         if self._local_server is not None:

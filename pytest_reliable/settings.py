@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from pytest_reliable.vocabulary import DEFAULT_POLICY, Policy
+
 RecordMode = Literal["new", "none", "all"]
 """Of the response cache: record new answers, replay only (offline CI), or call again."""
 NStarMethod = Literal["bootstrap", "paper"]
@@ -22,8 +24,6 @@ LockMode = Literal["check", "update"]
 """``--reliable-lock`` (stop if a declared space differs from reliable.lock) or
 ``--reliable-lock-update`` (write reliable.lock, then run)."""
 
-DEFAULT_POLICY = "pass-on-evidence"
-"""= gate.DEFAULT_POLICY."""
 DEFAULT_N_METHOD: NStarMethod = "bootstrap"
 """= nstar.DEFAULT_METHOD."""
 DEFAULT_N_MAX = 1000
@@ -67,7 +67,7 @@ class Settings:
     run_id: str = "local"
     """``--reliable-run-id``: names this run in the store's budget ledger (the controller's id
     under pytest-xdist)."""
-    decide: str = DEFAULT_POLICY
+    decide: Policy = DEFAULT_POLICY
     """The project's default policy for thresholds (a marker's ``decide=`` wins)."""
     n_method: NStarMethod = DEFAULT_N_METHOD
     n_max: int = DEFAULT_N_MAX

@@ -381,11 +381,11 @@ def test_two(reliable):
 '''
 
 
-# Known flake (seen once in a full run on a loaded machine, never alone): an xdist worker whose
-# abandoned calls are still in flight at its exit is interrupted by execnet, and the
-# KeyboardInterrupt lands in garbage-collector finalizers (openai's client __del__), which
-# pytest prints as unraisable-exception warnings with a traceback. Tracked as an open defect
-# (close the model's clients before the worker exits); the budget assertions never failed.
+# Seen once in a full run on a loaded machine: an xdist worker whose abandoned calls were still
+# in flight at its exit was interrupted by execnet, and openai's client finalizers printed
+# tracebacks. The run's end now waits for, cancels and closes what runs on its loop
+# (`runner.stop_call_loop`, tested in test_runner.py); the reruns stay as a guard for the 0.3 s
+# timeouts this test runs on, which a loaded machine can stretch.
 @pytest.mark.flaky(reruns=2)
 def test_the_budget_counts_every_attempt_sent_also_those_abandoned_at_the_timeout(
     pytester: pytest.Pytester,

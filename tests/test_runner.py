@@ -484,6 +484,37 @@ def test_calls_run_on_one_loop_or_on_the_given_one() -> None:
     assert loops[-2:] == [own, own]
 
 
+def test_the_runs_end_stops_its_loop_with_abandoned_calls_and_closes_the_models() -> None:
+    import threading
+
+    from pytest_reliable.runner import call_loop, stop_call_loop
+
+    stubborn_started = threading.Event()
+
+    async def stubborn() -> None:  # an abandoned call: it ignores its first cancellation
+        stubborn_started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.1)  # then ends when cancelled again at the run's end
+
+    closed: list[str] = []
+
+    async def close_model() -> None:
+        closed.append("model")
+
+    loop = call_loop()
+    task = asyncio.run_coroutine_threadsafe(stubborn(), loop)
+    assert stubborn_started.wait(5)
+    loop.call_soon_threadsafe(lambda: [t.cancel() for t in asyncio.all_tasks(loop)])
+    stop_call_loop([close_model()])
+    assert closed == ["model"]
+    assert loop.is_closed() and task.done()
+    assert not any(t.name == "pytest-reliable-loop" and t.is_alive()
+                   for t in threading.enumerate())
+    assert call_loop() is not loop  # the next run starts a loop of its own
+
+
 def test_one_slot_model_gets_its_calls_in_prefix_order() -> None:
     from pytest_reliable.models.callables import text_model
 

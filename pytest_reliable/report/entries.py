@@ -434,3 +434,19 @@ def json_safe(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return str(value)
+
+
+def independent_of_run_order(entry: Any) -> Any:
+    """The entry without what depends on which test, worker or shard paid for a shared answer
+    first (SPEC 10): ``calls`` reduced to the cells it covered (made + cached), ``cost`` to what
+    those cells cost in all (paid now + saved by the cache). Two runs of one gate agree on this."""
+    calls, cost = entry.get("calls"), entry.get("cost")
+    reduced = dict(entry)
+    if isinstance(calls, dict):
+        reduced["calls"] = {"made + cached": sum(
+            value for key in ("made", "cached") if isinstance(value := calls.get(key), int))}
+    if isinstance(cost, dict):
+        reduced["cost"] = {"usd + cached_usd_saved": round(sum(
+            value for key in ("usd", "cached_usd_saved")
+            if isinstance(value := cost.get(key), int | float)), 6)}
+    return reduced

@@ -6,9 +6,9 @@ shards wrote them, never recomputed. The shards must belong to one run of one ga
 ``schema_version``, ``seed`` and ``space_hash`` (else `ShardMismatch` names the shard and the
 field). A test may appear in two shards (a split that overlaps) only with the same entries; one
 whose entries differ is refused, since the merged report could not say which one decided. "The
-same" leaves out what SPEC section 10 says depends on what ran first: the made/cached split of
-``calls`` (and the tokens of the calls made) and of ``cost`` (paid now or saved by the cache), so
-a test run again where its answers were cached is the same test; its cells (made + cached) must still agree. The first shard's entry is kept.
+same" is `entries.independent_of_run_order`: it leaves out what depends on what ran first (the
+made/cached split of ``calls`` and of ``cost``), so a test run again where its answers were cached
+is the same test; its cells (made + cached) must still agree. The first shard's entry is kept.
 
 The merged report has the same top-level fields a single run writes:
 
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_reliable import __version__
-from pytest_reliable.report.entries import Entry, ReportDocument
+from pytest_reliable.report.entries import Entry, ReportDocument, independent_of_run_order
 from pytest_reliable.report.json_report import build_report
 from pytest_reliable.report.load import load_report
 
@@ -111,30 +111,15 @@ def _combined_tests(shards: list[tuple[Path, ReportDocument]]) -> list[Entry]:
 
 
 def _comparable(entries: list[Entry]) -> list[str]:
-    return sorted(json.dumps(_without_call_split(entry), sort_keys=True) for entry in entries)
-
-
-def _without_call_split(entry: Any) -> Any:
-    """The entry with ``calls`` reduced to the cells it covered (made + cached), and ``cost`` to
-    what those cells cost in all (paid now + saved by the cache): both splits depend on what ran
-    first."""
-    calls, cost = entry.get("calls"), entry.get("cost")
-    reduced = dict(entry)
-    if isinstance(calls, dict):
-        reduced["calls"] = {"made + cached": sum(
-            value for key in ("made", "cached") if isinstance(value := calls.get(key), int))}
-    if isinstance(cost, dict):
-        reduced["cost"] = {"usd + cached_usd_saved": round(sum(
-            value for key in ("usd", "cached_usd_saved")
-            if isinstance(value := cost.get(key), int | float)), 6)}
-    return reduced
+    return sorted(json.dumps(independent_of_run_order(entry), sort_keys=True) for entry in entries)
 
 
 def _difference(left: list[Entry], right: list[Entry]) -> str:
     if len(left) == len(right) == 1:
-        return _first_difference(_without_call_split(left[0]), _without_call_split(right[0]))
-    return _first_difference([_without_call_split(e) for e in left],
-                             [_without_call_split(e) for e in right])
+        return _first_difference(independent_of_run_order(left[0]),
+                                 independent_of_run_order(right[0]))
+    return _first_difference([independent_of_run_order(e) for e in left],
+                             [independent_of_run_order(e) for e in right])
 
 
 def _first_difference(left: Any, right: Any, where: str = "") -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_reliable.report.entries import independent_of_run_order
 from tests.acceptance.helpers import by_test, run_json, write_project
 
 AUTO_TEST = '''
@@ -19,16 +20,8 @@ def test_auto(reliable):
 
 
 def _without_calls(report: dict) -> list[dict]:
-    """The entries without what depends on which test cached an answer first (SPEC 10): the
-    made/cached split of ``calls``, and ``cost``, whose tokens and USD are those of the calls
-    made (the other calls' price is ``cached_usd_saved``)."""
-    tests = []
-    for entry in report["tests"]:
-        entry = dict(entry)
-        entry.pop("calls")
-        entry.pop("cost", None)
-        tests.append(entry)
-    return tests
+    """The entries without what depends on which test cached an answer first (SPEC 10)."""
+    return [independent_of_run_order(entry) for entry in report["tests"]]
 
 
 @pytest.mark.slow
