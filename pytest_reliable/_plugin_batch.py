@@ -10,13 +10,16 @@ waits, and the test loop runs as usual, each evaluate finding its first round in
 What a user may notice: the part of each reliable test body before its evaluate call runs twice,
 and so do its function-scoped fixtures; wider fixtures are set up once for the pass, and the
 pass tears down only what the first test of the loop does not use (so a session fixture is set
-up once in all). Under pytest-xdist each worker plans every collected reliable test (it cannot
+up once in all). The pass's output, warnings, failures and ``record_property`` calls are dropped:
+the test's own run says them once. pytest-timeout does not time the pass (it times a test's
+whole protocol, which the pass does not go through). Under pytest-xdist each worker plans every collected reliable test (it cannot
 know which ones the scheduler will give it); the batch's claims (`runner.claim_batch_keys`) let
 the first worker send the one batch and the others wait for its answers in the store.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -71,13 +74,21 @@ class FirstRoundHooks:
         gathering = FirstRound()
         planned = [item for item in items if kind_of(item) == "reliable"]
         for i, item in enumerate(planned):
-            after = planned[i + 1] if i + 1 < len(planned) else items[0]
+            # What stays set up after this item: what the next planned item shares with it,
+            # after the last what the loop's first test shares (never the item itself).
+            after = planned[i + 1] if i + 1 < len(planned) else next(
+                (other for other in items if other is not item), None)
             item.stash[GATHERING_KEY] = gathering
+            properties = list(item.user_properties)  # record_property would count twice
             try:
-                # Not logged: the loop below reports the test once, as it really ran.
-                runtestprotocol(item, log=False, nextitem=None if after is item else after)
+                # Not logged: the loop below reports the test once, as it really ran; its
+                # warnings too (the pass's would be said twice, outside any test).
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    runtestprotocol(item, log=False, nextitem=after)
             finally:
                 del item.stash[GATHERING_KEY]
+                item.user_properties[:] = properties
         if not gathering.by_model:
             return
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")

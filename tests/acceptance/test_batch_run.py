@@ -24,6 +24,7 @@ BATCH_PRICING = {"models": {"scripted": {**PRICES, "batch": 0.5}}}
 
 THREE_GATES = '''
 import asyncio
+import warnings
 
 import pytest
 from pytest_reliable import Dataset, MultipleChoice
@@ -44,7 +45,9 @@ def data():
 
 
 @pytest.mark.reliable(space="wrappers", n=4, mode="fixed", min_score=0.5)
-def test_first(reliable, data, module_resource):
+def test_first(reliable, data, module_resource, record_property):
+    record_property("dataset", "a")
+    warnings.warn(UserWarning("said before evaluate"))
     reliable.evaluate(data, MultipleChoice())
 
 
@@ -85,15 +88,16 @@ def test_one_batch_for_the_first_round_of_every_test(pytester: pytest.Pytester) 
     pricing = write_three(pytester)
     with ScriptedServer(right_option, batch_delay=0.3) as server:
         result, batched = run_json(pytester, *remote(server, pricing), "--reliable-batch",
-                                   "--reliable-no-cache", "-s", name="batched.json")
-        result.assert_outcomes(passed=5)
+                                   "--reliable-no-cache", "-s", "--junitxml=junit.xml", "-o", "junit_family=legacy",
+                                   name="batched.json")
+        result.assert_outcomes(passed=5, warnings=1)
         # 3 tests x 6 questions x 2 wrappers: 36 distinct prompts, in one batch
         assert (len(server.batches), server.batch_lines) == (1, 36)
         assert server.paths["/v1/chat/completions"] == 0
         bill = server.billed_usd(**PRICES, batch=0.5)
         live, direct = run_json(pytester, *remote(server, pricing), "--reliable-no-cache",
                                 name="direct.json")
-        live.assert_outcomes(passed=5)
+        live.assert_outcomes(passed=5, warnings=1)
         assert server.paths["/v1/chat/completions"] == 36
     assert verdicts(batched) == verdicts(direct)
     # each test counts the answers the batch paid for it, as the direct run's tests do
@@ -105,6 +109,9 @@ def test_one_batch_for_the_first_round_of_every_test(pytester: pytest.Pytester) 
     # the planning pass ran the bodies up to evaluate: the function fixture twice, the module
     # fixture once in all, the plain test once (it is not planned)
     assert "SETUPS ['module', 'function', 'function', 'plain']" in result.stdout.str()
+    # what the body did before evaluate is reported once, by the test's own run
+    assert result.stdout.str().count("UserWarning: said before evaluate") == 1
+    assert (pytester.path / "junit.xml").read_text().count('name="dataset"') == 1
 
 
 def test_a_second_run_sends_nothing(pytester: pytest.Pytester) -> None:
