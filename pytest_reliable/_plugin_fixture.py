@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
+from pytest_reliable._plugin_batch import gather_instead
 from pytest_reliable._plugin_markers import default_resamplings, perturbation_exists
 from pytest_reliable._plugin_plan import plan_instead
 from pytest_reliable._plugin_state import (
@@ -149,11 +150,16 @@ class ReliableFixture:
         spec = self._spec("reliable", overrides)
         assert isinstance(spec, ReliableSpec)
         session = self._state.session
+        from pytest_reliable.first_round import requests_of
+
         if self._state.settings.plan:
             from pytest_reliable.plan_report import plan_reliable
 
             plan_instead(self._item, lambda: plan_reliable(session, self._item.nodeid, dataset,
-                                                           task, spec, self._model))
+                                                           task, spec, self._model,
+                                                           self._baseline))
+        gather_instead(self._item, lambda: requests_of(session, self._item.nodeid, dataset, task,
+                                                       spec, self._model, self._baseline))
         return self._run("reliable", lambda: session.run_reliable(
             self._item.nodeid, dataset, task, spec, self._model, self._baseline))
 
@@ -189,6 +195,7 @@ class ReliableFixture:
 
             plan_instead(self._item, lambda: plan_checklist(session, self._item.nodeid, dataset,
                                                             task, spec))
+        gather_instead(self._item, None)  # a CheckList test's calls are its own, later
         return self._run(kind, lambda: session.run_checklist(
             self._item.nodeid, dataset, task, spec, self._model))
 

@@ -9,7 +9,13 @@ notices: answers are stored and counted as calls made, priced at the batch multi
 
 The pending batch's id is kept in the store under the name of its set of requests (their cache
 keys), so a run killed while it waits finds the same batch on the next run and collects it instead
-of paying again.
+of paying again. Which requests a process may put in its batch is the runner's business
+(`runner.claim_batch_keys`): those whose claims it holds in the store, so two processes or hosts
+batching the same requests pay for them once.
+
+With ``--reliable-batch`` the run's first round (`pytest_reliable.first_round`) goes through this
+transport before the tests run; what it did for them (`AnsweredAhead`) is shared by every
+transport of the run, so the tests count the answers it paid for as their own calls.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_reliable.files import sha256_hex
@@ -50,6 +56,18 @@ class BatchResult:
     failures: dict[str, str]
 
 
+@dataclass
+class AnsweredAhead:
+    """What the run's first round did in this process, by cache key, for the tests to come."""
+
+    paid: dict[str, ModelResponse] = field(default_factory=dict)
+    """Answers it paid for and no test has counted yet: the runner that serves one from the
+    store counts it as its own call made (its price is that test's spend)."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Requests whose batch line failed twice (sent, then retried): an error for the cell, not
+    sent a third time."""
+
+
 def batch_name(keys: Sequence[str], model: str, round_: int) -> str:
     """The store's name of a batch: its model, its requests' cache keys, the round (0: first
     sending, 1: the retry of its failed lines)."""
@@ -58,9 +76,12 @@ def batch_name(keys: Sequence[str], model: str, round_: int) -> str:
 
 class BatchTransport:
     def __init__(self, model: OpenAICompatibleModel, store: Store | None, *,
-                 poll_first_s: float = POLL_FIRST_S, poll_max_s: float = POLL_MAX_S) -> None:
+                 poll_first_s: float = POLL_FIRST_S, poll_max_s: float = POLL_MAX_S,
+                 ahead: AnsweredAhead | None = None) -> None:
         self.model = model
         self.store = store
+        self.ahead = ahead if ahead is not None else AnsweredAhead()
+        """What the run's first round (`pytest_reliable.first_round`) did for the tests."""
         self.poll_first_s = poll_first_s
         self.poll_max_s = poll_max_s
         self.batches_sent = 0
@@ -166,4 +187,4 @@ class BatchTransport:
         return [json.loads(line) for line in content.text.splitlines() if line.strip()]
 
 
-__all__ = ["BatchResult", "BatchTransport", "batch_name"]
+__all__ = ["AnsweredAhead", "BatchResult", "BatchTransport", "batch_name"]

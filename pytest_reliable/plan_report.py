@@ -42,9 +42,11 @@ METHOD = (
     "normal approximation with a design effect for intra-instance correlation rho (main figure "
     f"at rho={ASSUMED_RHO}, range for rho from 0 to 1); ranges (min_worst, max_spread, "
     f"min_median) by {power.RANGE_REPS} seeded simulated gates of the planned design through the "
-    f"gate's own estimator and bounds, for the hardest model at each value, at rho={ASSUMED_RHO}; "
-    "min_lower_ci exact (binomial through the Wilson bound); max_std exact under normality "
-    "(chi-square)"
+    "gate's own estimator and bounds, for the hardest model at each value, under each of "
+    f"{len(power.STRUCTURES)} answer structures ({', '.join(s.label for s in power.STRUCTURES)}; "
+    "one answer per prompt): the main figure is the least favourable structure's, the range "
+    "beside it spans them; min_lower_ci exact (binomial through the Wilson bound); max_std exact "
+    "under normality (chi-square)"
 )
 RANGES = ("min_worst", "max_spread", "min_median")
 MIN_THRESHOLDS = tuple(name for name, way in RELIABLE_THRESHOLDS.items() if way == "min")
@@ -75,8 +77,11 @@ class Resolution:
     """The true value at which the policy's outcome has 80% probability (None: unreachable)."""
     low: float | None = None
     high: float | None = None
-    """The value over the range of intra-instance correlation (None when it does not apply)."""
+    """The value over the range of intra-instance correlation, or for a range threshold over the
+    simulated answer structures (None when it does not apply)."""
     note: str = ""
+    over: str = "rho 0-1"
+    """What ``low``-``high`` spans, as the text says it."""
 
     @property
     def is_max(self) -> bool:
@@ -97,7 +102,8 @@ class Resolution:
         }[decide]
         spread = ""
         if self.low is not None and self.high is not None and abs(self.high - self.low) >= 0.005:
-            spread = f" ({min(self.low, self.high):.2f}-{max(self.low, self.high):.2f} for rho 0-1)"
+            spread = (f" ({min(self.low, self.high):.2f}-{max(self.low, self.high):.2f} for "
+                      f"{self.over})")
         return (f"{head}: {outcome} with {POWER:.0%} probability only if the true {what} is "
                 f"{relation} {self.value:.2f}{spread}{self._note()}")
 
@@ -106,7 +112,7 @@ class Resolution:
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "limit": self.limit, "value": self.value, "low": self.low,
-                "high": self.high, "note": self.note}
+                "high": self.high, "note": self.note, "over": self.over}
 
 
 @dataclass
@@ -216,25 +222,46 @@ def resolve_mean(name: str, limit: float, design: Design,
 
 def resolve_range(name: str, limit: float, design: Design) -> Resolution:
     """``min_worst`` / ``max_spread`` / ``min_median``: by simulation of the planned gate
-    (`stats.power.range_value`): every group's (pair's) bound must clear under pass-on-evidence;
-    one must breach at Holm's level under fail-on-evidence."""
+    (`stats.power.range_values`): every group's (pair's) bound must clear under pass-on-evidence;
+    one must breach at Holm's level under fail-on-evidence. The figure is the least favourable
+    answer structure's; ``low``-``high`` spans the structures. When under some structure not
+    even the most favourable model reaches 80%, no figure holds whatever the structure: none is
+    quoted, and the note gives the other structures' figure."""
     assert design.layout is not None
-    value, at_best = power.range_value(design.layout, design, name, limit)
-    if value is not None:
-        return Resolution(name, limit, value, note=_range_note(name, design))
+    found = power.range_values(design.layout, design, name, limit)
     failing = design.decide == "fail-on-evidence"
-    best = {"max_spread": "a model with no effect at all" if not failing else
-            "a spread of 1", "min_worst": "a perfect model" if not failing else
-            "a worst group at 0", "min_median": "a perfect model" if not failing else
-            "a median group at 0"}[name]
     verb = "fails" if failing else "passes"
+    if found.value is not None and not found.unreachable:
+        return Resolution(name, limit, found.value, found.low, found.high,
+                          note=_range_note(name, design), over="the simulated answer structures")
     claims = (f"{design.layout.pairs} pairs each need |d| + t*se <= {limit:g}"
               if name == "max_spread" and not failing else
               f"{design.layout.groups} groups" if name != "max_spread" else
               f"{design.layout.pairs} pairs")
+    advice = "more instances or resamplings, fewer groups, or another limit"
+    best = _best_model(name, failing)
+    if found.value is None:
+        return Resolution(name, limit, None, note=(
+            f"even {best} {verb} only {max(r or 0.0 for r in found.at_best):.0%} of simulated "
+            f"gates ({claims}): "
+            f"{advice}"))
+    lost = [(s.label, rate) for s, rate in zip(power.STRUCTURES, found.at_best)
+            if rate is not None and rate < POWER]
+    kept = " and ".join(s.label for s, v in zip(power.STRUCTURES, found.per_structure)
+                        if v is not None)
+    relation = "<=" if (name in MAX_THRESHOLDS) != failing else ">="
     return Resolution(name, limit, None, note=(
-        f"even {best} {verb} only {at_best:.0%} of simulated gates ({claims}): more instances or "
-        "resamplings, fewer groups, or another limit"))
+        f"even {best} {verb} only {' / '.join(f'{rate:.0%}' for _, rate in lost)} of simulated "
+        f"gates ({claims}) if answers hang together as "
+        f"{' / '.join(label for label, _ in lost)}; under {kept} it {verb} with 80% probability "
+        f"only if the true {WHAT[name]} is {relation} {found.value:.2f}: {advice}"))
+
+
+def _best_model(name: str, failing: bool) -> str:
+    """The most favourable truth for the policy's outcome, in words."""
+    return {"max_spread": "a model with no effect at all" if not failing else "a spread of 1",
+            "min_worst": "a perfect model" if not failing else "a worst group at 0",
+            "min_median": "a perfect model" if not failing else "a median group at 0"}[name]
 
 
 def _range_note(name: str, design: Design) -> str:
@@ -242,7 +269,9 @@ def _range_note(name: str, design: Design) -> str:
     what = (f"every one of {design.layout.pairs} pairs" if name == "max_spread"
             else f"every one of {design.layout.groups} groups" if name == "min_worst"
             else f"the median of {design.layout.groups} groups")
-    return f"simulated: {what} through the gate's bounds, at rho={ASSUMED_RHO}"
+    how = "point estimates" if design.decide == "estimate" else "bounds"
+    return (f"simulated: {what} through the gate's {how}, under the least favourable of "
+            f"{len(power.STRUCTURES)} answer structures")
 
 
 def resolve_lower_ci(limit: float, design: Design) -> Resolution:
@@ -342,7 +371,7 @@ def plan_design(spec: Any, space: Any, instances: int, resamplings: int, n_optio
 
 def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Task,
                   spec: ReliableSpec,
-                  user_model: Any = None) -> TestPlan:
+                  user_model: Any = None, user_baseline: Any = None) -> TestPlan:
     """The plan of one ``reliable.evaluate(data, task)`` under ``spec``: no model is called."""
     from pytest_reliable.sampling import dataset_option_count
 
@@ -379,13 +408,12 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
                          "only after the pilot")
     # Spend is estimated only with a price table (without one every model costs nothing, and the
     # plan says nothing about money, as the run's table does not).
-    spend = (estimate_spend(session, nodeid, data, task, spec, n, user_model)
+    spend = (estimate_spend(session, nodeid, data, task, spec, n, user_model, user_baseline)
              if session.settings.pricing_path is not None else None)
     if getattr(spec, "baseline", None) is not None or getattr(spec, "max_regression", None) \
             is not None:
         detail += f"; the baseline model: {calls} more (none from a stored baseline report)"
         calls *= 2
-        notes.append("spend: the baseline model's calls are not priced in this estimate")
     if getattr(spec, "circular", False):
         shifts = sum(len(task.options(example) or ()) for example in dataset)
         detail += (f"; circular=True: {shifts} cyclic shifts (the {instances} unshifted ones "
@@ -455,26 +483,32 @@ def plan_checklist(session: ReliableSession, nodeid: str, data: Records, task: T
 # -- money (SPEC section 13) ---------------------------------------------------------------------
 @dataclass
 class PlanSpend:
-    """The estimated USD of a test's planned calls, the model's and the judge's apart.
+    """The estimated USD of a test's planned calls: the model's, a baseline model's and a
+    judge's apart (SPEC 13: "model and judge apart").
 
     Prompt tokens come from the rendered prompts (`pricing.estimate_tokens`), output tokens from
     the cache's mean for the model when it has answers of it, else the request's ``max_tokens``
     (an upper bound). Answers already in the cache cost nothing now: their price is
-    ``cached_usd_saved``. Judge calls (SPEC section 12) are counted in ``judge_usd`` once a
-    test's grading makes them; none are planned yet."""
+    ``cached_usd_saved``. A judge's calls (SPEC section 12) are priced at most: one per answer
+    and vote (two orders for a pairwise judge), the answer as long as the model's output
+    estimate, none known to be cached (they depend on the answers)."""
 
     usd: float = 0.0
+    """The model under test's calls."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_usd_saved: float = 0.0
     calls: int = 0
-    """Calls the plan would pay for (distinct uncached requests)."""
+    """Calls the plan would pay for (distinct uncached requests, and the judge's at most)."""
     judge_usd: float = 0.0
+    baseline_usd: float = 0.0
+    """A baseline model's calls (the same requests on it), none from a stored report."""
     output_from: str = "max_tokens"
     """Where the output tokens came from: "max_tokens" or "cache mean"."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"usd": round(self.usd + self.judge_usd, 6), "model_usd": round(self.usd, 6),
+        return {"usd": round(self.usd + self.baseline_usd + self.judge_usd, 6),
+                "model_usd": round(self.usd, 6), "baseline_usd": round(self.baseline_usd, 6),
                 "judge_usd": round(self.judge_usd, 6), "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
                 "cached_usd_saved": round(self.cached_usd_saved, 6), "estimated": True,
@@ -483,8 +517,8 @@ class PlanSpend:
     @staticmethod
     def add(costs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         total: dict[str, Any] = {name: 0 for name in (
-            "usd", "model_usd", "judge_usd", "prompt_tokens", "completion_tokens",
-            "cached_usd_saved", "calls")}
+            "usd", "model_usd", "baseline_usd", "judge_usd", "prompt_tokens",
+            "completion_tokens", "cached_usd_saved", "calls")}
         for cost in costs:
             for name in total:
                 total[name] += cost.get(name) or 0
@@ -494,47 +528,134 @@ class PlanSpend:
 
     @staticmethod
     def describe(cost: Mapping[str, Any]) -> str:
-        text = (f"~${cost['usd']:.4f} (model ${cost['model_usd']:.4f}, judge "
-                f"${cost['judge_usd']:.4f}) for {cost['calls']} uncached calls: "
-                f"{cost['prompt_tokens']} prompt + {cost['completion_tokens']} output tokens "
-                f"(output from {cost['output_from']})")
+        text = (f"~${cost['usd']:.4f} (model ${cost['model_usd']:.4f}, baseline "
+                f"${cost.get('baseline_usd') or 0:.4f}, judge ${cost['judge_usd']:.4f}) for "
+                f"{cost['calls']} uncached calls: {cost['prompt_tokens']} prompt + "
+                f"{cost['completion_tokens']} output tokens (output from {cost['output_from']})")
         if cost.get("cached_usd_saved"):
             text += f"; the cache saves ${cost['cached_usd_saved']:.4f}"
         return text
 
 
+@dataclass
+class _Priced:
+    """One model's share of a plan's spend."""
+
+    usd: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_usd_saved: float = 0.0
+    calls: int = 0
+    output_tokens: float | None = None
+    """The output estimate of one answer (the cache's mean; None: each request's max_tokens)."""
+
+
 def estimate_spend(session: ReliableSession, nodeid: str, data: Records, task: Task,
-                   spec: ReliableSpec, n: int, user_model: Any = None) -> PlanSpend:
+                   spec: ReliableSpec, n: int, user_model: Any = None,
+                   user_baseline: Any = None) -> PlanSpend:
     """Render the first ``n`` resamplings and the canonical pass of the test (as the run would),
-    and price the distinct requests the cache does not hold."""
+    and price the distinct requests the cache does not hold: on the model under test, on a
+    baseline model when the test compares with one, and a judge's calls on the answers."""
     from dataclasses import replace
 
-    from pytest_reliable.cache import cache_key
     from pytest_reliable.evaluation import plan_cells
-    from pytest_reliable.pricing import call_cost, estimate_tokens, prompt_text
 
     test = session.reliable_test(nodeid, data, task, spec, user_model)
-    model = test.model
-    price = session.price_of(model)
     cells = plan_cells(test.dataset, task, test.space, replace(test.evaluation(), n=n))
-    requests = {cache_key(model.identity, c.request.messages, c.request.params,
-                          c.request.sample_index, c.request.scope): c.request for c in cells}
+    requests = [cell.request for cell in cells]
+    model = _price_requests(session, test.model, requests)
+    spend = PlanSpend(output_from="max_tokens" if model.output_tokens is None else "cache mean")
+    shares = [model]
+    spend.usd = model.usd
+    baseline = _baseline_model(session, test, user_baseline)
+    if baseline is not None:
+        priced = _price_requests(session, baseline, requests)
+        spend.baseline_usd = priced.usd
+        shares.append(priced)
+    judged = _price_judge(session, task, [(test.dataset[c.instance], c.request.params.max_tokens)
+                                          for c in cells], model.output_tokens)
+    if judged is not None:
+        spend.judge_usd = judged.usd
+        shares.append(judged)
+    for share in shares:
+        spend.prompt_tokens += share.prompt_tokens
+        spend.completion_tokens += share.completion_tokens
+        spend.cached_usd_saved += share.cached_usd_saved
+        spend.calls += share.calls
+    return spend
+
+
+def _price_requests(session: ReliableSession, model: Any, requests: Sequence[Any]) -> _Priced:
+    """The distinct ``requests`` on ``model``: those the cache holds are saved, the others
+    priced (output at the cache's mean for the model, else at ``max_tokens``)."""
+    from pytest_reliable.cache import cache_key
+    from pytest_reliable.pricing import call_cost, estimate_tokens, prompt_text
+
+    price = session.price_of(model)
+    keyed = {cache_key(model.identity, r.messages, r.params, r.sample_index, r.scope): r
+             for r in requests}
     hits: dict[str, Any] = {}
-    mean_output: float | None = None
+    priced = _Priced()
     if session.has_stored_answers():  # a plan never creates the cache file
         store = session.cache
-        hits = dict(store.get_many(list(requests))) if store.reads else {}
-        mean_output = store.mean_completion_tokens(model.identity)
-    spend = PlanSpend(output_from="max_tokens" if mean_output is None else "cache mean")
-    for key, request in requests.items():
+        hits = dict(store.get_many(list(keyed))) if store.reads else {}
+        priced.output_tokens = store.mean_completion_tokens(model.identity)
+    for key, request in keyed.items():
         if key in hits:
-            spend.cached_usd_saved += call_cost(price, request.messages, hits[key]).usd
+            priced.cached_usd_saved += call_cost(price, request.messages, hits[key]).usd
             continue
         prompt = estimate_tokens(prompt_text(request.messages))
-        output = (request.params.max_tokens if mean_output is None
-                  else min(request.params.max_tokens, round(mean_output)))
-        spend.calls += 1
-        spend.prompt_tokens += prompt
-        spend.completion_tokens += output
-        spend.usd += price.usd(prompt, output)
-    return spend
+        output = (request.params.max_tokens if priced.output_tokens is None
+                  else min(request.params.max_tokens, round(priced.output_tokens)))
+        priced.calls += 1
+        priced.prompt_tokens += prompt
+        priced.completion_tokens += output
+        priced.usd += price.usd(prompt, output)
+    return priced
+
+
+def _baseline_model(session: ReliableSession, test: Any, user_baseline: Any) -> Any:
+    """The model a comparing test's baseline runs on (None: it does not compare, or it
+    compares with a stored report, which makes no call)."""
+    from pytest_reliable.judge import judge_of
+
+    judge = judge_of(test.task)
+    try:
+        choice = session.baseline_for(test, user_baseline,
+                                      pairwise=judge is not None and judge.pairwise)
+    except ReliableError:
+        return None  # the run says what is wrong with the comparison; the plan prices none
+    if choice is None or choice.kind == "report":
+        return None
+    return session.baseline_model(choice)
+
+
+def _price_judge(session: ReliableSession, task: Task, answered: Sequence[tuple[Any, int]],
+                 answer_tokens: float | None) -> _Priced | None:
+    """At most what the task's judge costs grading ``answered`` ((example, max_tokens) of each
+    answer): one call per answer and vote, two orders for a pairwise judge; each answer as long
+    as ``answer_tokens`` (else its max_tokens), each reply the judge's max_tokens."""
+    from pytest_reliable.judge import JudgedItem, judge_of
+    from pytest_reliable.pricing import CHARS_PER_TOKEN, estimate_tokens, prompt_text
+
+    judge = judge_of(task)
+    judge_model = session.judge_model(task)
+    if judge is None or judge_model is None:
+        return None
+    price = session.price_of(judge_model)
+    references = getattr(task, "references", None)
+    per_answer = judge.votes * (2 if judge.pairwise else 1)
+    priced = _Priced()
+    for example, max_tokens in answered:
+        length = round(answer_tokens) if answer_tokens is not None else max_tokens
+        answer = "x" * (min(length, max_tokens) * CHARS_PER_TOKEN)
+        item = JudgedItem(task.prompt_text(example),
+                          tuple(references(example)) if callable(references) else (), answer)
+        messages = (judge.pair_messages(item, answer, answer) if judge.pairwise
+                    else judge.messages(item))
+        prompt = estimate_tokens(prompt_text(messages))
+        priced.calls += per_answer
+        priced.prompt_tokens += prompt * per_answer
+        priced.completion_tokens += judge.max_tokens * per_answer
+        priced.usd += price.usd(prompt, judge.max_tokens) * per_answer
+    return priced

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_reliable import _plugin_checks as checks
+from pytest_reliable._plugin_batch import GATHERING_KEY, FirstRoundHooks
 from pytest_reliable._plugin_fixture import (
     ReliableFixture,
     baseline_configured,
@@ -98,6 +99,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(state := ReliableState(config, progress), STATE_NAME)
     if state.settings.plan:
         config.pluginmanager.register(PlanHooks(), "reliable-plan")
+    elif state.settings.batch:
+        config.pluginmanager.register(FirstRoundHooks(state), "reliable-first-round")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(state.settings.seed, state.settings.run_id),
                                       "reliable-xdist")
@@ -240,6 +243,8 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
     """Results travel on the test report (to the xdist controller) and as JUnit properties."""
     report = yield
+    if GATHERING_KEY in item.stash:  # --reliable-batch's planning pass: a report nobody logs
+        return report
     if report.when == "call" or (report.when == "setup" and report.failed):
         entries: list[Entry] = [*item.stash.get(ERRORS_KEY, [])]
         for result in item.stash.get(RESULTS_KEY, []):

@@ -25,6 +25,7 @@ import json
 import logging
 import random
 import threading
+import time
 import warnings
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -444,6 +445,43 @@ def run_on_call_loop(coro: Any) -> Any:
 CLAIM_POLL_FIRST_S = 0.05
 CLAIM_POLL_MAX_S = 1.0
 """How often a process waiting for another's answer looks again (growing from first to max)."""
+BATCH_WAIT_FIRST_S = 0.2
+BATCH_WAIT_MAX_S = 30.0
+"""How often a process waiting for answers another process's batch pays for looks again."""
+CLAIMING_A_BATCH = "pytest-reliable: claiming the keys of a batch"
+"""The claim held while a process claims its batch's keys: two processes batching the same keys
+(pytest-xdist workers planning the same first round) never split them into two batches."""
+
+
+def claim_batch_keys(store: Store,
+                     keys: Sequence[str]) -> tuple[list[str], dict[str, ModelResponse]]:
+    """(the keys this process now holds the claims of, the answers stored meanwhile). The keys
+    are claimed together, one batch-claiming process at a time; the others are another
+    process's to answer. Blocking: called off the event loop."""
+    found = store.get_many(keys)  # answered: no claim needed (one query per read batch)
+    while not store.claims.try_claim(CLAIMING_A_BATCH):
+        time.sleep(CLAIM_POLL_FIRST_S)  # another process claims its batch's keys: a moment
+    mine: list[str] = []
+    try:
+        for key in keys:
+            if key in found:
+                continue
+            claim = store.claim(key)
+            if claim.answer is not None:
+                found[key] = claim.answer
+            elif claim.held:
+                mine.append(key)
+    except BaseException:
+        release_keys(store, mine)
+        raise
+    finally:
+        store.claims.release(CLAIMING_A_BATCH)
+    return mine, found
+
+
+def release_keys(store: Store, keys: Sequence[str]) -> None:
+    for key in keys:
+        store.release(key)
 
 
 class Runner:
@@ -528,6 +566,8 @@ class Runner:
                     del batched[key]
                     assert res.response is not None
                     hits[key] = res.response
+                    if res.cached:  # another process's batch (or call) paid for it
+                        self._served_cached(req, res.response)
                 else:
                     self._count_failure(res.status)
                 finish(i, res)
@@ -566,8 +606,7 @@ class Runner:
         pending = []
         for i in range(total):
             if keys[i] in hits:
-                self._served_cached(requests[i], hits[keys[i]])
-                finish(i, CallResult(hits[keys[i]], cached=True))
+                finish(i, self._from_store(requests[i], keys[i], hits[keys[i]]))
             else:
                 pending.append(i)
         if self.transport is not None and pending and not (
@@ -598,6 +637,17 @@ class Runner:
             )
             for r in skipped:
                 r.error = why
+
+    def _from_store(self, req: Request, key: str, response: ModelResponse) -> CallResult:
+        """A stored answer: cached, unless this process paid for it in the run's first round
+        (``--reliable-batch``, `pytest_reliable.first_round`), which answered it ahead of this
+        evaluation: then it is this evaluation's call made, and its price this test's spend."""
+        prepaid = self.transport.ahead.paid if self.transport is not None else {}
+        if prepaid.pop(key, None) is None:
+            self._served_cached(req, response)
+            return CallResult(response, cached=True)
+        self._count_paid(req, response)
+        return CallResult(response, False, "ok", None, 1, 0)
 
     def _served_cached(self, req: Request, response: ModelResponse | None) -> None:
         """An answer served without a call: it costs nothing now; what it cost when it was paid
@@ -791,7 +841,12 @@ class Runner:
             await asyncio.to_thread(self._keep, key, req, response, settle, reserved)
         else:
             self._keep(key, req, response, settle, reserved)
-        if cost is not None:
+        self._count_paid(req, response)
+
+    def _count_paid(self, req: Request, response: ModelResponse) -> None:
+        """Count a call made: its price, its tokens."""
+        if self.price is not None:
+            cost = call_cost(self.price, req.messages, response)
             self.stats.spend.add(Spend(cost.usd, cost.prompt_tokens, cost.completion_tokens,
                                        0.0, cost.estimated))
         self.stats.made += 1
@@ -803,17 +858,55 @@ class Runner:
     # -- the batch transport (``--reliable-batch``, `pytest_reliable.batch`) ----------------------
     async def _answer_by_batch(self, requests: Sequence[Request], keys: list[str],
                                pending: list[int]) -> dict[str, CallResult]:
-        """The pending requests' results through the batch transport, by key: each distinct
-        request reserves its most possible cost (at the batch price) first; what the budget
-        refuses is not sent."""
+        """The pending requests' results through the batch transport, by key, paid for once
+        across every process using the store (SPEC section 10): a key goes in this process's
+        batch only when it holds the key's claim; a key another process claimed (its batch or
+        its call in flight) is waited for as long as that process holds it (a batch takes
+        minutes or hours: no patience runs out here), and its answer read from the store. A
+        key let go without an answer is claimed and sent here."""
+        assert self.transport is not None
+        failed_ahead = self.transport.ahead.failed
+        todo: dict[str, Request] = {}
+        results: dict[str, CallResult] = {}
+        for i in pending:
+            if keys[i] in failed_ahead:  # sent twice in the first round already
+                results[keys[i]] = CallResult(None, False, "error", failed_ahead[keys[i]], 1, 0)
+            else:
+                todo.setdefault(keys[i], requests[i])
+        store = self.cache
+        if store is None or not store.reads:  # record mode all: every process calls again
+            return {**results, **await self._send_batch(todo)}
+        delay = BATCH_WAIT_FIRST_S
+        said = False
+        while todo:
+            mine, answered = await asyncio.to_thread(claim_batch_keys, store, list(todo))
+            for key, response in answered.items():
+                results[key] = CallResult(response, cached=True)
+                del todo[key]
+            if mine:
+                try:
+                    results.update(await self._send_batch({key: todo.pop(key) for key in mine}))
+                finally:
+                    await asyncio.shield(asyncio.to_thread(release_keys, store, mine))
+                delay = BATCH_WAIT_FIRST_S
+                continue
+            if todo:
+                if not said:
+                    log.info("pytest-reliable: waiting for %d answers another process is "
+                             "paying for (its batch or its calls)", len(todo))
+                    said = True
+                await asyncio.sleep(delay)
+                delay = min(BATCH_WAIT_MAX_S, delay * 1.5)
+        return results
+
+    async def _send_batch(self, todo: dict[str, Request]) -> dict[str, CallResult]:
+        """``todo``'s results through the batch transport: each request reserves its most
+        possible cost (at the batch price) first; what the budget refuses is not sent."""
         assert self.transport is not None
         results: dict[str, CallResult] = {}
         granted: dict[str, Request] = {}
         reserved: dict[str, float] = {}
-        for i in pending:
-            key, req = keys[i], requests[i]
-            if key in granted or key in results:
-                continue
+        for key, req in todo.items():
             usd = self._reservation(req, batch=True)
             if await self._reserve_once(usd):
                 granted[key], reserved[key] = req, usd

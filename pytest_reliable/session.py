@@ -73,7 +73,7 @@ from pytest_reliable.summary import (
 from pytest_reliable.tasks import Task
 
 if TYPE_CHECKING:
-    from pytest_reliable.batch import BatchTransport
+    from pytest_reliable.batch import AnsweredAhead, BatchTransport
 
 log = logging.getLogger("pytest_reliable.session")
 
@@ -125,6 +125,7 @@ class ReliableSession:
     _models: dict[str, AsyncModel] = field(default_factory=dict, init=False)
     _stored_baseline: StoredBaseline | None = field(default=None, init=False)
     _prices: PriceTable | None = field(default=None, init=False)
+    _answered_ahead: AnsweredAhead | None = field(default=None, init=False)
 
     # -- resources -------------------------------------------------------------------------
     def store_config(self) -> StoreConfig:
@@ -280,9 +281,11 @@ class ReliableSession:
         if not self.settings.batch or not isinstance(model, OpenAICompatibleModel) \
                 or is_embedded(model):
             return None
-        from pytest_reliable.batch import BatchTransport
+        from pytest_reliable.batch import AnsweredAhead, BatchTransport
 
-        return BatchTransport(model, self.cache)
+        if self._answered_ahead is None:  # the run's first round's, shared by every transport
+            self._answered_ahead = AnsweredAhead()
+        return BatchTransport(model, self.cache, ahead=self._answered_ahead)
 
     # -- spaces and data -------------------------------------------------------------------
     def space(self, space: Space | str | None) -> Space:

@@ -14,9 +14,17 @@ package. The method, in brief (`plan_report` prints it with every plan):
   them): `range_value` runs `RANGE_REPS` seeded gates of the planned design (its layout of
   groups over cells, ilr or fixed) through the gate's own estimator and bounds
   (`pytest_reliable.stats.groups`) for the hardest model at each candidate value
-  (`_configuration`), at rho = `ASSUMED_RHO`, and bisects for the value where the policy's
-  outcome has 80% probability. A threshold that does not reach 80% even at the most
-  favourable truth cannot go that way at this size, and the plan says so.
+  (`_configuration`), and bisects for the value where the policy's outcome has 80% probability.
+  Under estimate the gate compares point estimates, and so does the simulation. How an
+  instance's answers hang together is unknown before any call and moves the outcome's rate at a
+  given value by up to 0.25 (``benchmarks/bench_gate_errors.py`` part C), so the value is found
+  under each of `STRUCTURES` (Beta-distributed instance difficulty at two intra-instance
+  correlations, and a mixture of instances that answer by difficulty alone with instances that
+  answer afresh), every one with one answer per prompt (an instance shown the same variant
+  twice answers the same, as at temperature 0). `range_values` quotes the conservative end (the
+  value the policy's outcome reaches 80% under every structure) and the spread over them. A
+  threshold that does not reach 80% even at the most favourable truth, under some structure,
+  cannot go that way at this size, and the plan says so.
 - The canonical interval (``min_lower_ci``): exact, from the binomial distribution of the
   canonical pass's N first samples through the Wilson lower bound; no assumption about rho.
 - A standard deviation (``max_std``): exact under normality of the per-resampling scores, from
@@ -31,15 +39,17 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from scipy import special as _special
 from scipy import stats as _sps
 
-from pytest_reliable.stats._validation import FloatArray
 from pytest_reliable.stats import groups as g
+from pytest_reliable.stats._validation import FloatArray
 from pytest_reliable.stats.groups import Tally
 from pytest_reliable.stats.proportions import wilson_interval
 from pytest_reliable.vocabulary import DEFAULT_POLICY
@@ -175,6 +185,9 @@ RANGE_SEED = 20_190_000
 """Fixed: the plan is deterministic (common random numbers across the candidate values)."""
 RANGE_CELLS = 2_000_000
 """Cells simulated per candidate value at most (fewer repetitions for very large designs)."""
+RANGE_STEPS = 7
+"""Bisection steps per structure: the value to within (best - limit) / 128 (0.003 for a
+limit of 0.6), rounded toward the conservative side."""
 
 
 @dataclass(frozen=True)
@@ -206,25 +219,63 @@ class RangeLayout:
 
 
 @dataclass(frozen=True)
+class Structure:
+    """How one instance's answers hang together: a generating process the plan simulates.
+
+    - ``beta``: instance i's accuracy at a variant of level l is the Beta(mean l, intra-instance
+      correlation ``icc``) quantile of the instance's own uniform (comonotone across variants:
+      an instance hard under one variant is hard under all); its cells are Bernoulli draws;
+    - ``mixture``: a share ``icc`` of the instances answers by difficulty alone (right when its
+      uniform lies below the level), the others draw each answer afresh.
+
+    In both, every variant's mean over instances is exactly its level, the intra-instance
+    correlation at one level is ``icc``, and an instance shown one variant twice gives one
+    answer (one prompt, one answer, as at temperature 0)."""
+
+    kind: str
+    icc: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.icc:g}"
+
+
+STRUCTURES = (Structure("beta", 0.2), Structure("beta", 0.8), Structure("mixture", ASSUMED_RHO))
+"""The structures every range figure is simulated under (none is known before any call: the
+plan quotes the conservative end). Heterogeneity from nearly even difficulty (icc 0.2) to
+instances right or wrong whatever the prompt (0.8), and a two-class population (mixture). Which
+one is least favourable depends on the threshold and the design (bench part C): beta 0.2 for a
+spread's pairs, beta 0.8 for a median, the mixture for a worst group in ilr; beta 0.5 was never
+the least favourable in the cases measured, so it is not simulated (bench part C checks it)."""
+QUANTILE_GRID = 4097
+"""Points of the Beta quantile table a structure's accuracies are interpolated from (the mean
+accuracy is off by at most 1 / 4096)."""
+
+
+@dataclass(frozen=True)
 class _Draws:
     """The common random numbers of one design: labels, instances and cells."""
 
     tallies: list[Tally]
     """Per labelling, the bookkeeping of its (reps, n, N) group indexes."""
+    row_tallies: list[Tally | None]
+    """Per labelling, its tallies per resampling ((reps, n, G, N); sampled fixed mode only, for
+    the jackknife over resamplings)."""
     first_rows: list[npt.NDArray[np.int64]]
     """Per labelling, (reps, n): each resampling's group (fixed mode: rows are whole groups)."""
     codes: npt.NDArray[np.int64]
     """(reps, n, N): each cell's variant (an index into the layout's units)."""
     units: npt.NDArray[np.int64]
     """(U, D): each variant's value per dimension (or its format, D = 1)."""
-    sticky: npt.NDArray[np.bool_]
-    """(reps, 1, N): instances whose answers are fixed by their difficulty (rho's share)."""
     instance_u: FloatArray
+    """(reps, 1, N): each instance's difficulty (a uniform)."""
+    class_u: FloatArray
+    """(reps, 1, N): a second uniform per instance (its class in the mixture structure)."""
     cell_u: FloatArray
+    """(reps, n, N): each cell's uniform, equal for the cells of one instance and variant."""
 
 
-def _draws(layout: RangeLayout, instances: int, resamplings: int, rho: float,
-           reps: int, seed: int) -> _Draws:
+def _draws(layout: RangeLayout, instances: int, resamplings: int, reps: int, seed: int) -> _Draws:
     rng = np.random.default_rng(seed)
     sizes = (layout.formats,) if layout.formats else layout.sizes
     units = np.stack(np.meshgrid(*[np.arange(k) for k in sizes], indexing="ij"),
@@ -240,19 +291,52 @@ def _draws(layout: RangeLayout, instances: int, resamplings: int, rho: float,
     codes = np.ascontiguousarray(codes)
     labels = [units[codes[..., 0]][..., d] for d in range(len(sizes))]
     tallies = [Tally(units[:, d][codes], k) for d, k in enumerate(sizes)]
-    sticky = rng.random((reps, 1, instances)) < rho
-    return _Draws(tallies, labels, codes, units, sticky, rng.random((reps, 1, instances)),
-                  rng.random(shape))
+    row_tallies = [Tally(units[:, d][codes][:, :, None, :], k) if layout.sampled else None
+                   for d, k in enumerate(sizes)]
+    instance_u, class_u = rng.random((reps, 1, instances)), rng.random((reps, 1, instances))
+    return _Draws(tallies, row_tallies, labels, codes, units, instance_u, class_u,
+                  _one_answer_per_prompt(codes, rng.random(shape)))
 
 
-def _scores(draws: _Draws, levels: FloatArray) -> FloatArray:
-    """0/1 cells of a model whose variant u scores ``levels[u]`` on average over instances, with
-    intra-instance correlation rho: a share rho of instances answer by their difficulty alone
-    (right when their uniform lies below the level, comonotone across variants), the others
-    draw each cell afresh. Every variant's mean over instances is exactly its level."""
-    level = levels[draws.codes]
-    u = np.where(draws.sticky, draws.instance_u, draws.cell_u)
-    return (u < level).astype(np.float64)
+def _one_answer_per_prompt(codes: npt.NDArray[np.int64], cell_u: FloatArray) -> FloatArray:
+    """``cell_u`` with every repeat of an instance's variant given its first cell's uniform (ilr
+    draws variants with replacement; fixed mode repeats them after a pass over the space)."""
+    out: FloatArray = cell_u.copy()
+    for r in range(1, codes.shape[1]):
+        same = codes[:, :r, :] == codes[:, r:r + 1, :]  # (reps, r, N)
+        first = np.take_along_axis(out[:, :r, :], same.argmax(axis=1)[:, None, :], axis=1)[:, 0]
+        out[:, r, :] = np.where(same.any(axis=1), first, out[:, r, :])
+    return out
+
+
+def _scores(draws: _Draws, levels: FloatArray, structure: Structure) -> FloatArray:
+    """0/1 cells of a model whose variant u scores ``levels[u]`` on average over instances,
+    under ``structure`` (see `Structure`)."""
+    if structure.kind == "mixture":
+        level = levels[draws.codes]
+        u = np.where(draws.class_u < structure.icc, draws.instance_u, draws.cell_u)
+        return (u < level).astype(np.float64)
+    # Beta: each instance's accuracy at each distinct level (few: the configurations move levels
+    # by +-x/2), interpolated in a quantile table (betaincinv per instance is the plan's cost).
+    distinct, which = np.unique(np.round(levels, 6), return_inverse=True)
+    accuracy = np.stack([np.interp(draws.instance_u[:, 0, :], _GRID,
+                                   _beta_quantiles(float(level), structure.icc))
+                         for level in distinct], axis=1)  # (reps, L, N)
+    per_cell = np.take_along_axis(accuracy, which[draws.codes], axis=1)
+    return (draws.cell_u < per_cell).astype(np.float64)
+
+
+_GRID = np.linspace(0.0, 1.0, QUANTILE_GRID)
+
+
+@functools.lru_cache(maxsize=4096)
+def _beta_quantiles(level: float, icc: float) -> FloatArray:
+    """The Beta(mean ``level``, intra-class correlation ``icc``) quantiles at `_GRID`."""
+    if level <= 0.0 or level >= 1.0:
+        return np.full(QUANTILE_GRID, 1.0 if level >= 1.0 else 0.0)
+    concentration = 1.0 / icc - 1.0
+    table = _special.betaincinv(level * concentration, (1 - level) * concentration, _GRID)
+    return np.asarray(table, dtype=np.float64)
 
 
 def _unit_levels(layout: RangeLayout, draws: _Draws, effects: list[FloatArray],
@@ -300,34 +384,42 @@ def _configuration(layout: RangeLayout, threshold: str, decide: str, limit: floa
 
 
 def range_outcome_rate(layout: RangeLayout, design: Design, threshold: str, limit: float,
-                       x: float, draws: _Draws) -> float:
+                       x: float, draws: _Draws, structure: Structure = STRUCTURES[0]) -> float:
     """The share of simulated gates whose ``threshold`` goes the way ``design.decide`` needs
     evidence for (passes under pass-on-evidence, fails under fail-on-evidence), for the hardest
     model at value ``x`` (`_configuration`), through the gate's own estimator and bounds
-    (`stats.groups`). Fail-on-evidence uses Bonferroni over the test's claims (``hypotheses``),
-    which never rejects more than Holm: the figure is on the safe side."""
+    (`stats.groups`), under ``structure``. Fail-on-evidence uses Bonferroni over the test's
+    claims (``hypotheses``), which never rejects more than Holm: the figure is on the safe side."""
     effects, centre = _configuration(layout, threshold, design.decide, limit, x)
-    scores = _scores(draws, _unit_levels(layout, draws, effects, centre))
+    scores = _scores(draws, _unit_levels(layout, draws, effects, centre), structure)
     failing = design.decide == "fail-on-evidence"
     alpha = 1.0 - design.confidence
     level = 1.0 - alpha / max(design.hypotheses, 1) if failing else design.confidence
     if threshold == "min_median":  # Bonferroni over the groups that can move the median
         level = 1.0 - (1.0 - level) / (layout.groups // 2 + 1)
+    sizes = (layout.formats,) if layout.formats else layout.sizes
+    if design.decide == "estimate":
+        return _estimate_rate(draws, scores, threshold, limit)
     outcome = np.full(scores.shape[0], not failing)
     medians: list[FloatArray] = []
-    sizes = (layout.formats,) if layout.formats else layout.sizes
-    for tally, rows, k in zip(draws.tallies, draws.first_rows, sizes):
+    for tally, row_tally, rows, k in zip(draws.tallies, draws.row_tallies, draws.first_rows,
+                                         sizes):
         counts, sums = tally.counts, tally.sums(scores)
         found = g.fit(counts, sums)
         cov = g.covariance(found.psi, found.active)
-        if layout.sampled:
-            cov = cov + _row_covariance(scores, rows, k)
-        se = np.sqrt(np.maximum(np.diagonal(cov, axis1=-2, axis2=-1), 0.0))
         n = found.active[:, None]
-        # As the gate: df from the effective number of instances (`groups.effective_clusters`).
+        # As the gate: df from the effective number of instances (`groups.effective_clusters`),
+        # combined by Satterthwaite's rule with the resamplings' when they were sampled
+        # (`GroupEffects.df`).
         df = _effective_df(found.psi, n)
-        if layout.sampled:
-            df = np.minimum(df, max(design.resamplings - 1, 1))
+        instance_cov = cov  # the skewness of influence values is scaled by it alone
+        if row_tally is not None:  # sampled resamplings (fixed mode)
+            row_cov = _row_covariance(scores, counts, sums, row_tally)
+            df = _satterthwaite(np.diagonal(cov, axis1=-2, axis2=-1),
+                                np.diagonal(row_cov, axis1=-2, axis2=-1), df,
+                                design.resamplings)
+            cov = cov + row_cov
+        se = np.sqrt(np.maximum(np.diagonal(cov, axis1=-2, axis2=-1), 0.0))
         cells = counts.sum(axis=-1)
         inst = (counts > 0).sum(axis=-1).astype(np.float64)
         # Groups without evidence, as the gate treats them: never rendered, or (a dimension value
@@ -340,7 +432,8 @@ def range_outcome_rate(layout: RangeLayout, design: Design, threshold: str, limi
             diff = found.estimates[:, a] - found.estimates[:, b]
             var = cov[:, a, a] + cov[:, b, b] - 2.0 * cov[:, a, b]
             pair_se = np.sqrt(np.maximum(var, 0.0))
-            skew = _pair_skew(found.psi, found.active, a, b, var)
+            skew = _pair_skew(found.psi, found.active, a, b, instance_cov[:, a, a]
+                              + instance_cov[:, b, b] - 2.0 * instance_cov[:, a, b])
             pair_df = _effective_df(found.psi[:, a] - found.psi[:, b], n)
             if layout.sampled:
                 pair_df = np.minimum(pair_df, np.minimum(df[:, a], df[:, b]))
@@ -372,6 +465,37 @@ def range_outcome_rate(layout: RangeLayout, design: Design, threshold: str, limi
     return float(outcome.mean())
 
 
+def _estimate_rate(draws: _Draws, scores: FloatArray, threshold: str, limit: float) -> float:
+    """Under estimate the gate compares the point estimate (`gate.decide_thresholds`): the
+    groups' paired estimates, clipped to [0, 1], over the groups with cells."""
+    tol = 1e-12
+    values = []
+    for tally in draws.tallies:
+        found = g.fit(tally.counts, tally.sums(scores), influence=False)
+        values.append(np.clip(found.estimates, 0.0, 1.0))  # NaN for a group without cells
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a labelling without any cell
+        if threshold == "max_spread":
+            spread = np.nanmax(np.stack([np.nanmax(v, axis=1) - np.nanmin(v, axis=1)
+                                         for v in values], axis=1), axis=1)
+            return float(np.mean(spread <= limit + tol))
+        every = np.concatenate(values, axis=1)
+        observed = (np.nanmin(every, axis=1) if threshold == "min_worst"
+                    else np.nanmedian(every, axis=1))
+    return float(np.mean(observed >= limit - tol))
+
+
+def _satterthwaite(v_instances: FloatArray, v_rows: FloatArray, df_instances: FloatArray,
+                   resamplings: int) -> FloatArray:
+    """The gate's df when sampled resamplings add error (`GroupEffects.df`)."""
+    v_r = np.maximum(v_rows, 0.0)
+    rows = max(resamplings - 1, 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df = (v_instances + v_r) ** 2 / (v_instances**2 / df_instances + v_r**2 / rows)
+    return np.asarray(np.where(np.isfinite(df), np.clip(df, 1.0, df_instances), df_instances),
+                      dtype=np.float64)
+
+
 def _effective_df(psi: FloatArray, n: FloatArray) -> FloatArray:
     """The gate's degrees of freedom: effective instances less one, at least 1."""
     return np.asarray(np.clip(np.minimum(g.effective_clusters(psi), n) - 1.0, 1.0, None),
@@ -392,33 +516,77 @@ def _pair_skew(psi: FloatArray, n_active: FloatArray, a: npt.NDArray[np.intp],
     return np.where(m2 > 1e-12, gamma, 0.0)
 
 
-def _row_covariance(scores: FloatArray, row_group: npt.NDArray[np.int64], k: int) -> FloatArray:
-    """The jackknife over resamplings of fixed-mode group means (rows are whole groups), batched:
-    what `stats.paired_group_effects(..., resamplings_sampled=True)` adds, in closed form."""
-    reps, n, _ = scores.shape
-    row_mean = scores.mean(axis=-1)  # (reps, n)
-    onehot = (row_group[:, :, None] == np.arange(k)[None, None, :]).astype(np.float64)
-    count = onehot.sum(axis=1)  # (reps, k)
-    total = np.einsum("rn,rnk->rk", row_mean, onehot)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = total / count
-        left = (total[:, None, :] - row_mean[:, :, None] * onehot) / (count[:, None, :] - onehot)
-    reps_est = np.where(onehot > 0, left, mean[:, None, :])
-    finite = np.isfinite(reps_est)
-    reps_est = np.where(finite, reps_est, 0.0)
-    centre = reps_est.sum(axis=1, keepdims=True) / np.maximum(finite.sum(axis=1, keepdims=True), 1)
-    dev = np.where(finite, reps_est - centre, 0.0)
+def _row_covariance(scores: FloatArray, counts: FloatArray, sums: FloatArray,
+                    row_tally: Tally) -> FloatArray:
+    """The gate's jackknife over resamplings (leave one out, refit exactly; what
+    `stats.paired_group_effects(..., resamplings_sampled=True)` adds), batched over the
+    simulated gates. A group whose only resampling is left out has no estimate in that
+    replicate; its entries use the replicates where it has one."""
+    n = scores.shape[1]
+    per_row_sums = row_tally.sums(scores[:, :, None, :])  # (reps, n, G, N)
+    left_out = g.fit(counts[:, None] - row_tally.counts, sums[:, None] - per_row_sums,
+                     influence=False).estimates  # (reps, n, G)
+    finite = np.isfinite(left_out)
+    left_out = np.where(finite, left_out, 0.0)
+    centre = left_out.sum(axis=1, keepdims=True) / np.maximum(finite.sum(axis=1, keepdims=True),
+                                                               1)
+    dev = np.where(finite, left_out - centre, 0.0)
     return np.asarray((n - 1) / n * np.einsum("rnk,rnj->rkj", dev, dev), dtype=np.float64)
 
 
-def range_value(layout: RangeLayout, design: Design, threshold: str, limit: float,
-                rho: float = ASSUMED_RHO) -> tuple[float | None, float]:
-    """The threshold value at which the policy's outcome has `POWER` probability for the
-    hardest model (`_configuration`), by bisection over simulated gates with common random
-    numbers; and the outcome's rate at the most favourable value (0 or 1 apart from the limit's
-    side): below `POWER` there, the threshold cannot go that way at this size (value None)."""
+@dataclass(frozen=True)
+class RangeValues:
+    """A range threshold's figures under every one of `STRUCTURES`.
+
+    ``value``: the conservative end, where the policy's outcome has at least `POWER` probability
+    under every structure that can reach it; ``low`` / ``high``: the span of the structures'
+    values; ``at_best``: per structure, the outcome's rate at the most favourable value (below
+    `POWER`: that structure cannot go the policy's way at this size, its value is None; None
+    when not simulated, a nearer value having reached `POWER`)."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+    per_structure: tuple[float | None, ...]
+    at_best: tuple[float | None, ...]
+
+    @property
+    def unreachable(self) -> list[Structure]:
+        return [s for s, v in zip(STRUCTURES, self.per_structure) if v is None]
+
+
+@functools.lru_cache(maxsize=256)
+def range_values(layout: RangeLayout, design: Design, threshold: str,
+                 limit: float) -> RangeValues:
+    """`range_value` under every one of `STRUCTURES`, on common random numbers (remembered: the
+    tests of one suite often share a design, and the simulation is the plan's whole cost)."""
     reps = max(40, min(RANGE_REPS, RANGE_CELLS // max(design.instances * design.resamplings, 1)))
-    draws = _draws(layout, design.instances, design.resamplings, rho, reps, RANGE_SEED)
+    draws = _draws(layout, design.instances, design.resamplings, reps, RANGE_SEED)
+    found = [range_value(layout, design, threshold, limit, structure, draws)
+             for structure in STRUCTURES]
+    values = [v for v, _ in found if v is not None]
+    if not values:
+        return RangeValues(None, None, None, tuple(v for v, _ in found),
+                           tuple(b for _, b in found))
+    # The conservative end lies farthest from the limit (on the side the figure lies).
+    far = max(values, key=lambda v: abs(v - limit))
+    return RangeValues(far, min(values), max(values), tuple(v for v, _ in found),
+                       tuple(b for _, b in found))
+
+
+def range_value(layout: RangeLayout, design: Design, threshold: str, limit: float,
+                structure: Structure = STRUCTURES[0],
+                draws: _Draws | None = None) -> tuple[float | None, float | None]:
+    """The threshold value at which the policy's outcome has `POWER` probability for the
+    hardest model (`_configuration`) under ``structure``, by bisection over simulated gates
+    with common random numbers; and the outcome's rate at the most favourable value (0 or 1
+    apart from the limit's side): below `POWER` there, the threshold cannot go that way at
+    this size (value None). That rate is simulated only when the value halfway to it falls
+    short (None otherwise: a value short of the most favourable one already reached `POWER`)."""
+    if draws is None:
+        reps = max(40, min(RANGE_REPS,
+                           RANGE_CELLS // max(design.instances * design.resamplings, 1)))
+        draws = _draws(layout, design.instances, design.resamplings, reps, RANGE_SEED)
     failing = design.decide == "fail-on-evidence"
     spread = threshold == "max_spread"
     # The value moves away from the limit toward the side the policy needs evidence for.
@@ -428,13 +596,20 @@ def range_value(layout: RangeLayout, design: Design, threshold: str, limit: floa
         # The rest of the worst value's dimension must stay in [0, 1].
         k = layout.sizes[0]
         best = max(best, k * limit - (k - 1) * 1.0)
-    at_best = range_outcome_rate(layout, design, threshold, limit, best, draws)
-    if at_best < POWER:
-        return None, at_best
+
+    def rate(x: float) -> float:
+        return range_outcome_rate(layout, design, threshold, limit, x, draws, structure)
+
     lo, hi = (limit, best) if toward > 0 else (best, limit)
-    for _ in range(9):
+    at_best = None
+    for step in range(RANGE_STEPS):
         mid = (lo + hi) / 2.0
-        ok = range_outcome_rate(layout, design, threshold, limit, mid, draws) >= POWER
+        ok = rate(mid) >= POWER
+        if step == 0 and not ok:
+            # Halfway to the most favourable value falls short: is that value itself reachable?
+            at_best = rate(best)
+            if at_best < POWER:
+                return None, at_best
         if (toward > 0) == ok:
             hi = mid
         else:
