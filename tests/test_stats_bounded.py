@@ -44,6 +44,20 @@ def test_p_values_invert_the_bounds(values: list[float], limit: float) -> None:
         assert bound.lower(1 - p) == pytest.approx(limit, abs=1e-6)
 
 
+def test_the_p_values_invert_the_bounds_at_the_mean_too() -> None:
+    # A limit at the weighted mean puts the saddlepoint at 0, where K(s) is what is left after
+    # its terms cancel: summed naively, the CDF jittered by 1e-4 there and the bounds by 1e-5.
+    for values, limit in (([0.9, 0.6, 0.9], 0.6),
+                          ([0.6399843979953908, 0.3, 0.3, 0.6399843979953908,
+                            0.9600266694360555], 0.6399843979953908)):
+        bound = stats.bounded_mean(values)
+        p_below, p_above = bound.p_below(limit), bound.p_above(limit)
+        assert 0 < p_above < 1
+        assert bound.lower(1 - p_above) == pytest.approx(limit, abs=1e-9)
+        if p_below < 1:  # every value >= 0.6: "the mean is >= 0.6" has p-value 1
+            assert bound.upper(1 - p_below) == pytest.approx(limit, abs=1e-9)
+
+
 def test_bounds_stay_in_the_range_and_bracket_the_mean() -> None:
     x = np.random.default_rng(1).uniform(-1, 0.2, 30)
     bound = stats.bounded_mean(x, low=-1.0, high=1.0)
