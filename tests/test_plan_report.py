@@ -197,10 +197,12 @@ def _real_gate_rate(layout: RangeLayout, design: Design, name: str, limit: float
     grouping = "formats" if layout.formats else "dimensions"
     went = []
     for r in range(scores.shape[0]):
-        effects = [stats.paired_group_effects(scores[r], lab[r], k,
-                                              resamplings_sampled=layout.sampled,
-                                              spans_variants=not layout.formats)
-                   for lab, k in zip(labels, sizes)]
+        effects = [stats.paired_group_effects(
+                       scores[r], lab[r], k, resamplings_sampled=layout.sampled,
+                       spans_variants=not layout.formats,
+                       averages_over=[(other[r], j) for o, (other, j)
+                                      in enumerate(zip(labels, sizes)) if o != d])
+                   for d, (lab, k) in enumerate(zip(labels, sizes))]
         values = np.concatenate([np.clip(e.estimates[e.live], 0, 1) for e in effects])
         unseen = [k - e.live.size for e, k in zip(effects, sizes)]
         if name == "min_worst":
@@ -216,24 +218,28 @@ def _real_gate_rate(layout: RangeLayout, design: Design, name: str, limit: float
     return float(np.mean(went))
 
 
-@pytest.mark.parametrize(("layout", "name", "limit", "decide", "x"), [
-    (RangeLayout("ilr", (3, 2)), "min_worst", 0.6, "pass-on-evidence", 0.75),
-    (RangeLayout("ilr", (3, 2)), "max_spread", 0.1, "fail-on-evidence", 0.3),
-    (RangeLayout("fixed", formats=5, sampled=True), "min_worst", 0.6, "pass-on-evidence", 0.75),
-    (RangeLayout("fixed", (3, 2), sampled=True), "max_spread", 0.3, "pass-on-evidence", 0.1),
-    (RangeLayout("fixed", (3, 2), sampled=True), "min_median", 0.6, "pass-on-evidence", 0.72),
-    (RangeLayout("ilr", (3, 2)), "min_worst", 0.6, "estimate", 0.62),
-    (RangeLayout("ilr", (3, 2)), "max_spread", 0.1, "estimate", 0.05),
-    (RangeLayout("fixed", (3, 2), sampled=True), "min_median", 0.6, "estimate", 0.6),
+@pytest.mark.parametrize(("layout", "name", "limit", "decide", "x", "n"), [
+    (RangeLayout("ilr", (3, 2)), "min_worst", 0.6, "pass-on-evidence", 0.75, 5),
+    (RangeLayout("ilr", (3, 2)), "max_spread", 0.1, "fail-on-evidence", 0.3, 5),
+    (RangeLayout("fixed", formats=5, sampled=True), "min_worst", 0.6, "pass-on-evidence", 0.75,
+     5),
+    (RangeLayout("fixed", (3, 2), sampled=True), "max_spread", 0.3, "pass-on-evidence", 0.1, 5),
+    # At n=5 a value of the 3-valued dimension is always drawn once: no median on evidence
+    # (`test_a_thinly_drawn_dimension_leaves_the_plan_no_evidence_either`); n=6 draws each twice.
+    (RangeLayout("fixed", (3, 2), sampled=True), "min_median", 0.6, "pass-on-evidence", 0.72,
+     6),
+    (RangeLayout("ilr", (3, 2)), "min_worst", 0.6, "estimate", 0.62, 5),
+    (RangeLayout("ilr", (3, 2)), "max_spread", 0.1, "estimate", 0.05, 5),
+    (RangeLayout("fixed", (3, 2), sampled=True), "min_median", 0.6, "estimate", 0.6, 5),
 ])
 def test_the_plans_simulated_gate_decides_as_the_gate_does(layout: RangeLayout, name: str,
                                                              limit: float, decide: str,
-                                                             x: float) -> None:
+                                                             x: float, n: int) -> None:
     # The plan's batched copy of the gate (df, resampling jackknife, pair skewness) against the
     # gate itself on the very same cells, under every structure: the rates must be equal.
-    design = Design(60, 5, decide=decide, layout=layout,
+    design = Design(60, n, decide=decide, layout=layout,
                     hypotheses=1 + (layout.pairs - 1 if name == "max_spread" else 0))
-    draws = power._draws(layout, 60, 5, 40, 11)
+    draws = power._draws(layout, 60, n, 40, 11)
     effects, centre = power._configuration(layout, name, decide, limit, x)
     levels = power._unit_levels(layout, draws, effects, centre)
     for structure in power.STRUCTURES:
@@ -241,6 +247,23 @@ def test_the_plans_simulated_gate_decides_as_the_gate_does(layout: RangeLayout, 
         planned = power.range_outcome_rate(layout, design, name, limit, x, draws, structure)
         assert 0.0 < planned < 1.0 or name == "max_spread", structure  # a rate that can differ
         assert planned == _real_gate_rate(layout, design, name, limit, scores, draws), structure
+
+
+def test_a_thinly_drawn_dimension_leaves_the_plan_no_evidence_either() -> None:
+    # Sampled fixed mode, 3x2 values, n=5: one value of the first dimension is drawn by a single
+    # resampling, so every value's score averages over a variant the run barely saw: the gate
+    # bounds none of them, and the plan's simulated gate must agree (it passes none).
+    layout = RangeLayout("fixed", (3, 2), sampled=True)
+    design = Design(60, 5, decide="pass-on-evidence", layout=layout)
+    draws = power._draws(layout, 60, 5, 40, 11)
+    effects, centre = power._configuration(layout, "min_median", "pass-on-evidence", 0.6, 0.9)
+    levels = power._unit_levels(layout, draws, effects, centre)
+    for structure in power.STRUCTURES:
+        scores = power._scores(draws, levels, structure)
+        planned = power.range_outcome_rate(layout, design, "min_median", 0.6, 0.9, draws,
+                                           structure)
+        assert planned == 0.0 == _real_gate_rate(layout, design, "min_median", 0.6, scores,
+                                                 draws), structure
 
 
 def test_the_simulation_gives_one_answer_per_prompt() -> None:

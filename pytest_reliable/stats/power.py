@@ -402,8 +402,11 @@ def range_outcome_rate(layout: RangeLayout, design: Design, threshold: str, limi
         return _estimate_rate(draws, scores, threshold, limit)
     outcome = np.full(scores.shape[0], not failing)
     medians: list[FloatArray] = []
-    for tally, row_tally, rows, k in zip(draws.tallies, draws.row_tallies, draws.first_rows,
-                                         sizes):
+    # Per dimension, per simulated run: some listed value drawn by fewer than 2 resamplings.
+    thin = [((rows[:, :, None] == np.arange(k)).sum(axis=1) < 2).any(axis=1)
+            for rows, k in zip(draws.first_rows, sizes)]
+    for d, (tally, row_tally, rows, k) in enumerate(zip(draws.tallies, draws.row_tallies,
+                                                        draws.first_rows, sizes)):
         counts, sums = tally.counts, tally.sums(scores)
         found = g.fit(counts, sums)
         cov = g.covariance(found.psi, found.active)
@@ -423,10 +426,15 @@ def range_outcome_rate(layout: RangeLayout, design: Design, threshold: str, limi
         cells = counts.sum(axis=-1)
         inst = (counts > 0).sum(axis=-1).astype(np.float64)
         # Groups without evidence, as the gate treats them: never rendered, or (a dimension value
-        # in sampled fixed mode) drawn by a single resampling (`GroupEffects.single_draw`).
+        # in sampled fixed mode) drawn by a single resampling (`GroupEffects.single_draw`), or
+        # averaging over another dimension with a value drawn by fewer than 2 resamplings
+        # (`paired_group_effects(..., averages_over=...)`).
         unknown = cells == 0
         if layout.sampled and not layout.formats:
             unknown |= (rows[:, :, None] == np.arange(k)).sum(axis=1) < 2
+            for other, other_thin in enumerate(thin):
+                if other != d:
+                    unknown |= other_thin[:, None]
         if threshold == "max_spread":
             a, b = np.triu_indices(k, k=1)
             diff = found.estimates[:, a] - found.estimates[:, b]
