@@ -94,3 +94,21 @@ def run_json(pytester: pytest.Pytester, *args: str, name: str = "report.json") -
 
 def by_test(report: dict) -> dict[str, dict]:
     return {entry["nodeid"].split("::")[-1]: entry for entry in report["tests"]}
+
+
+def kill_while_the_batch_waits(path: Path, args: list[str], server: Any) -> None:
+    """Start ``args`` (a pytest run under --reliable-batch) in ``path``, SIGKILL its process group
+    once ``server`` (a `ScriptedServer`) holds its batch and the run waits for it."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    run = subprocess.Popen(args, cwd=path, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not server.batches and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)  # waiting for it now
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait(timeout=30)

@@ -5,18 +5,15 @@ Driven as users run it, against the scripted server, which counts its batches an
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_reliable.testing import ScriptedServer
-from tests.acceptance.helpers import RELIABLE_YAML, run_json
+from tests.acceptance.helpers import RELIABLE_YAML, kill_while_the_batch_waits, run_json
 from tests.acceptance.test_many_machines import questions, right_option
 from tests.acceptance.test_money import PRICES, remote, verdicts
 
@@ -134,14 +131,7 @@ def test_a_run_killed_while_it_waits_for_the_first_round_resumes_it(
     with ScriptedServer(right_option, batch_delay=3600) as server:
         args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
                 *remote(server, pricing), "--reliable-batch", "--reliable-report=report.json"]
-        first = subprocess.Popen(args, cwd=pytester.path, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 120
-        while not server.batches and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(0.5)  # waiting for it now
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait(timeout=30)
+        kill_while_the_batch_waits(pytester.path, args, server)
         assert (len(server.batches), server.batch_lines) == (1, 36)
         server.batch_delay = 0.0
         rerun = subprocess.run(args, check=False, cwd=pytester.path, capture_output=True, text=True,

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from pytest_reliable.testing import ScriptedServer
-from tests.acceptance.helpers import CONFTEST, RELIABLE_YAML, run_json, write_project
+from tests.acceptance.helpers import (
+    CONFTEST,
+    RELIABLE_YAML,
+    kill_while_the_batch_waits,
+    run_json,
+    write_project,
+)
 from tests.acceptance.test_many_machines import GATE, questions, right_option
 
 # Dear on purpose, so a difference of one token shows in the cents.
@@ -260,24 +266,14 @@ def test_an_expired_batch_leaves_an_error_not_a_wrong_answer(pytester: pytest.Py
 
 
 def test_a_run_killed_while_its_batch_runs_resumes_that_batch(pytester: pytest.Pytester) -> None:
-    import os
-    import signal
     import subprocess
     import sys
-    import time
 
     pricing = write_gate(pytester, count=6, n=4, pricing=BATCH_PRICING)
     with ScriptedServer(right_option, batch_delay=3600) as server:
         args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
                 *remote(server, pricing), "--reliable-batch", "--reliable-report=report.json"]
-        first = subprocess.Popen(args, cwd=pytester.path, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 120
-        while not server.batches and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(0.5)  # waiting for it now
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait(timeout=30)
+        kill_while_the_batch_waits(pytester.path, args, server)
         assert (len(server.batches), server.batch_lines) == (1, 12)
         server.batch_delay = 0.0
         rerun = subprocess.run(args, cwd=pytester.path, capture_output=True, text=True,
