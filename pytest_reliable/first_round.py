@@ -8,7 +8,8 @@ model (and one follow-up batch for its failed lines), filling the store. Then th
 usual and find their first round stored; what depends on answers goes through the same
 transport, one batch per evaluation, in later rounds.
 
-What a test's first round is, by its run strategy (`ReliableSession.strategy_for`):
+What a test's first round is, by its run strategy (`run_strategies`, each strategy's
+``first_round()``):
 
 - ``n`` resamplings (`FixedN`): every call of the n resamplings and the canonical pass;
 - stopping early (`StopEarly`): the first stage only (its resamplings and the canonical pass);
@@ -32,8 +33,6 @@ from pytest_reliable.cache import cache_key
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.evaluation import CANONICAL, plan_cells
 from pytest_reliable.judge import judge_of
-from pytest_reliable.run_strategies import AutoN, FixedN, StopEarly
-from pytest_reliable.stopping import batch_size
 
 if TYPE_CHECKING:
     from pytest_reliable.data import Records
@@ -55,26 +54,15 @@ def requests_of(session: ReliableSession, nodeid: str, data: Records, task: Task
     """The models and requests of ``reliable.evaluate(data, task)``'s first round, in plan
     order (the same requests, so the same cache keys, as the test's own run)."""
     test = session.reliable_test(nodeid, data, task, spec, user_model)
-    strategy = session.strategy_for(test)
-    model, first_stage, size_known = test.model, None, True
-    if isinstance(strategy, FixedN):
-        n = strategy.n
-    elif isinstance(strategy, StopEarly):
-        n, first_stage, size_known = strategy.n, batch_size(strategy.n), False
-    elif isinstance(strategy, AutoN):
-        stored = strategy.store.get(strategy.key)
-        if stored is not None:
-            n = min(stored.n_star, strategy.key.n_max)
-        else:
-            n, model, size_known = strategy.key.pilot_n, strategy.reference, False
-    else:  # a strategy this module does not know: its calls go in the later rounds
-        return []
-    cells = plan_cells(test.dataset, task, test.space, replace(test.evaluation(), n=n))
-    if first_stage is not None:
-        cells = [c for c in cells if c.resampling == CANONICAL or c.resampling < first_stage]
+    first = session.strategy_for(test).first_round()
+    model = first.model if first.model is not None else test.model
+    cells = plan_cells(test.dataset, task, test.space, replace(test.evaluation(), n=first.n))
+    if first.first_stage is not None:
+        cells = [c for c in cells
+                 if c.resampling == CANONICAL or c.resampling < first.first_stage]
     requests = [cell.request for cell in cells]
     rounds = [(model, requests)]
-    baseline = _baseline_model(session, test, user_baseline) if size_known else None
+    baseline = _baseline_model(session, test, user_baseline) if first.size_known else None
     if baseline is not None:  # the same requests on the baseline model (SPEC section 9)
         rounds.append((baseline, requests))
     return rounds

@@ -9,8 +9,10 @@ the gate and the report never ask which one ran.
 - `StopEarly`: up to n, in batches, stopping once every verdict is settled (`stopping`).
 - `AutoN`: n* from the store or from a pilot (``--reliable-n auto``, `nstar`).
 
-Another strategy is one class with ``run(evaluator) -> GateRun`` and one branch where the session
-chooses; how its calls travel (one at a time, in batches) is the evaluator's runners' business.
+Another strategy is one class with ``run(evaluator) -> GateRun`` and ``first_round()`` (what it
+calls before any answer is known: ``--reliable-batch`` sends that ahead, `first_round`) and one
+branch where the session chooses; how its calls travel (one at a time, in batches) is the
+evaluator's runners' business.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pytest_reliable.evaluation import Evaluator, ScoreMatrix
 from pytest_reliable.models.base import AsyncModel
 from pytest_reliable.nstar import run_auto
 from pytest_reliable.nstar_store import NStarEntries, NStarEntry, NStarKey
-from pytest_reliable.stopping import run_until_settled
+from pytest_reliable.stopping import batch_size, run_until_settled
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only
     from pytest_reliable.report.entries import NStarCurveEntry
@@ -59,10 +61,25 @@ class GateRun:
         return self.matrix.calls_cached + self.extra_cached
 
 
+@dataclass(frozen=True)
+class FirstRound:
+    """What a strategy calls before any answer is known: the plan's first ``n`` resamplings
+    (only those below ``first_stage`` when given) and the canonical pass, on ``model`` (None:
+    the model under test). ``size_known``: the whole run's size is known before any answer, so a
+    baseline model's calls can go ahead too."""
+
+    n: int
+    first_stage: int | None = None
+    model: AsyncModel | None = None
+    size_known: bool = True
+
+
 class RunStrategy(Protocol):
     """Chooses and runs a test's resamplings through ``evaluator``."""
 
     def run(self, evaluator: Evaluator) -> GateRun: ...
+
+    def first_round(self) -> FirstRound: ...
 
 
 @dataclass(frozen=True)
@@ -73,6 +90,9 @@ class FixedN:
 
     def run(self, evaluator: Evaluator) -> GateRun:
         return GateRun(evaluator.run(self.n))
+
+    def first_round(self) -> FirstRound:
+        return FirstRound(self.n)
 
 
 @dataclass(frozen=True)
@@ -91,6 +111,10 @@ class StopEarly:
                                     decide=self.decide, confidence=self.confidence)
         return GateRun(stopped.matrix, stopped_early=stopped.stopped_early,
                        stop_reason=stopped.reason)
+
+    def first_round(self) -> FirstRound:
+        """The first stage only: the later ones run only when it did not settle the verdicts."""
+        return FirstRound(self.n, first_stage=batch_size(self.n), size_known=False)
 
 
 @dataclass(frozen=True)
@@ -122,5 +146,13 @@ class AutoN:
             stop_reason=self.stop_reason,
         )
 
+    def first_round(self) -> FirstRound:
+        """A stored n*'s resamplings, else the pilot's on the reference model (its extension to
+        n* depends on the pilot's answers)."""
+        stored = self.store.get(self.key)
+        if stored is not None:
+            return FirstRound(min(stored.n_star, self.key.n_max))
+        return FirstRound(self.key.pilot_n, model=self.reference, size_known=False)
 
-__all__ = ["AutoN", "FixedN", "GateRun", "RunStrategy", "StopEarly"]
+
+__all__ = ["AutoN", "FirstRound", "FixedN", "GateRun", "RunStrategy", "StopEarly"]

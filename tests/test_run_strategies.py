@@ -13,7 +13,14 @@ from pytest_reliable import Dataset, MultipleChoice, text_model
 from pytest_reliable.evaluation import Evaluator
 from pytest_reliable.markerspec import ReliableSpec
 from pytest_reliable.nstar_store import NStarEntry
-from pytest_reliable.run_strategies import AutoN, FixedN, GateRun, RunStrategy, StopEarly
+from pytest_reliable.run_strategies import (
+    AutoN,
+    FirstRound,
+    FixedN,
+    GateRun,
+    RunStrategy,
+    StopEarly,
+)
 from pytest_reliable.session import ReliableSession, ReliableTest, Settings
 from pytest_reliable.space import Space
 from pytest_reliable.testing import ScriptedServer
@@ -71,6 +78,9 @@ class FirstHalf:
         matrix = evaluator.run(self.n)
         return GateRun(matrix.head(self.n // 2), n_star=self.n_star, n_star_source="store",
                        n_star_method="bootstrap", stop_reason="half")
+
+    def first_round(self) -> FirstRound:
+        return FirstRound(self.n)
 
 
 class HalfSession(ReliableSession):
