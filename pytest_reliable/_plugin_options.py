@@ -198,6 +198,10 @@ OPTIONS = (
            convert=_seconds),
     Option("max-retries", "retries per call on 429/5xx/timeouts/dropped connections (default 5).",
            convert=_integer(0)),
+    Option("wait-timeout", "longest wait, in seconds, for what another party owes this run: a "
+           "batch to finish, an answer or n* pilot another process or host claimed (default "
+           "1800); past it the wait ends with an error naming what it waited for.",
+           convert=_seconds),
     Option("budget", "stop new model calls after this many tokens ('200000'), calls "
            "('500calls') and/or US dollars ('5usd', needs --reliable-pricing); several as "
            "'5usd,500calls'.", convert=_budget),

@@ -47,6 +47,10 @@ class Settings:
     concurrency: int | None = None
     timeout: float = 60.0
     max_retries: int = 5
+    wait_timeout: float = 1800.0
+    """``--reliable-wait-timeout``: the longest this run waits for what another party owes it (a
+    batch to finish, an answer or an n* pilot another process or host has claimed), in seconds.
+    Past it the wait ends with an error naming what it waited for; nothing paid is lost."""
     budget_calls: int | None = None
     budget_tokens: int | None = None
     budget_usd: float | None = None
