@@ -8,8 +8,11 @@ under ``site-packages``.
 
 from __future__ import annotations
 
+import ast
 import functools
+import hashlib
 import importlib
+import keyword
 import sys
 import uuid
 from collections.abc import Iterator
@@ -17,7 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from pytest_reliable.models import identity as identity_module
 from pytest_reliable.models.identity import ProjectModules
 
 
@@ -185,3 +191,64 @@ def test_the_walk_is_kept_for_the_run(project: tuple[Path, str]) -> None:
     write(root, {f"{name}/prompts.py": "SYSTEM = 'changed'\n"})
     assert pm.identity_of(classify).name == before
     assert ProjectModules(root).identity_of(classify).name != before
+
+
+# -- the import scan: only import statements are parsed (a whole-file parse cost 2x the import) --
+NAME = st.from_regex(r"[a-z][a-z0-9_]{0,6}", fullmatch=True).filter(
+    lambda n: not keyword.iskeyword(n))
+DOTTED = st.lists(NAME, min_size=1, max_size=3).map(".".join)
+
+
+@st.composite
+def import_statement(draw: st.DrawFn) -> str:
+    names = draw(st.lists(NAME, min_size=1, max_size=3, unique=True))
+    module = draw(DOTTED)
+    level = "." * draw(st.integers(0, 2))
+    form = draw(st.sampled_from(["import", "import_as", "from", "from_paren", "from_backslash"]))
+    if form == "import":
+        return f"import {module}, {names[0]}"
+    if form == "import_as":
+        return f"import {module} as {names[0]}"
+    if form == "from":
+        return f"from {level}{module} import {', '.join(names)}"
+    if form == "from_paren":
+        return f"from {level}{module} import (\n    " + ",\n    ".join(names) + ",\n)"
+    return f"from {level}{module} import \\\n    {names[0]}"
+
+
+@st.composite
+def source_with_imports(draw: st.DrawFn) -> str:
+    """Imports at the top, in function bodies, after ``try:`` and ``;``, between other code and
+    strings that mention the word."""
+    lines = ['"""A module. Note: import nothing from here."""']
+    for statement in draw(st.lists(import_statement(), max_size=6)):
+        where = draw(st.sampled_from(["top", "function", "try", "semicolon"]))
+        if where == "top":
+            lines.append(statement)
+        elif where == "function":
+            body = "\n".join("    " + line for line in statement.splitlines())
+            lines += ["def f():", body, "    return 'see: import this'"]
+        elif where == "try" and "\n" not in statement:
+            lines += [f"try: {statement}", "except ImportError: pass"]
+        else:
+            lines.append(f"x = 1; {statement}")
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=100, deadline=None)
+@given(source_with_imports())
+def test_the_import_scan_finds_what_a_full_parse_finds(source: str) -> None:
+    package = "app.sub"
+    expected: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            expected.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".")[: len(package.split(".")) - node.level + 1] \
+                if node.level else []
+            base = ".".join(parts + ([node.module] if node.module else []))
+            expected.add(base)
+            expected.update(f"{base}.{alias.name}" for alias in node.names)
+    closed = {".".join(n.split(".")[: i + 1]) for n in expected for i in range(n.count(".") + 1)}
+    sha = hashlib.sha256(source.encode()).hexdigest()
+    assert set(identity_module._parsed_imports(sha, source.encode(), package)) == closed

@@ -27,16 +27,18 @@ explicit ``id=``/``version=`` is the user's promise for those.
 from __future__ import annotations
 
 import ast
+import bisect
 import functools
 import hashlib
 import importlib.machinery
 import inspect
 import os
+import re
 import sys
 import sysconfig
 import threading
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,7 +72,35 @@ class _Module:
 
 
 _IMPORTS: dict[tuple[str, str], tuple[str, ...]] = {}
-"""Parsed imports by (content sha, package): a file's source is parsed once per content."""
+"""Parsed imports by (content sha, package): a file's imports are read once per content."""
+
+_IMPORT_START = re.compile(rb"(?:^|[;:])[ \t]*((?:from[ \t]+[.\w]+[ \t]+)?import[ \t(\\].*)$",
+                           re.MULTILINE)
+"""Where an import statement may start: at a line's start (any indentation, in a function body
+too), or after ``;`` or a compound statement's ``:`` (``try: import x``). Only these statements
+are parsed: parsing whole files cost twice the project's own import (benchmarks/bench_identity)."""
+
+
+def _import_statements(source: bytes) -> Iterator[ast.Import | ast.ImportFrom]:
+    lines = source.split(b"\n")
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    for match in _IMPORT_START.finditer(source):
+        # The statement with its continuation lines (open parentheses, a trailing backslash).
+        row = bisect.bisect_right(offsets, match.start(1)) - 1
+        text = match.group(1)
+        while (text.count(b"(") > text.count(b")") or text.rstrip().endswith(b"\\")) \
+                and row + 1 < len(lines):
+            row += 1
+            text += b"\n" + lines[row]
+        try:
+            tree = ast.parse(text.decode("utf-8", "replace"))
+        except (SyntaxError, ValueError):
+            continue  # the word in a string or a comment
+        for node in tree.body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                yield node
 
 
 def _parsed_imports(sha: str, source: bytes, package: str) -> tuple[str, ...]:
@@ -78,25 +108,21 @@ def _parsed_imports(sha: str, source: bytes, package: str) -> tuple[str, ...]:
     known = _IMPORTS.get((sha, package))
     if known is not None:
         return known
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return ()
     names: set[str] = set()
     base_parts = package.split(".") if package else []
-    for node in ast.walk(tree):
+    for node in _import_statements(source):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                keep = len(base_parts) - node.level + 1
-                if keep < 0 or (keep == 0 and not base):
-                    continue
-                base = ".".join(base_parts[:keep] + ([base] if base else []))
-            names.add(base)
-            # ``from pkg import name`` imports the submodule pkg.name when there is one.
-            names.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+            continue
+        base = node.module or ""
+        if node.level:
+            keep = len(base_parts) - node.level + 1
+            if keep < 0 or (keep == 0 and not base):
+                continue
+            base = ".".join(base_parts[:keep] + ([base] if base else []))
+        names.add(base)
+        # ``from pkg import name`` imports the submodule pkg.name when there is one.
+        names.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
     out: set[str] = set()
     for name in names:
         parts = name.split(".")
