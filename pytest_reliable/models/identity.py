@@ -165,11 +165,11 @@ class ProjectModules:
         qualname = (getattr(named, "__qualname__", None) or getattr(named, "__name__", None)
                     or type(named).__qualname__)
         label = f"{module}.{qualname}"
-        starts, missing = self._starts(fn)
-        if missing is not None:
-            return Identity(f"{label}@run-{_volatile_hash(named)}",
-                            f"the source of {label} cannot be established ({missing})")
         with self._lock:
+            starts, missing = self._starts(fn)
+            if missing is not None:
+                return Identity(f"{label}@run-{_volatile_hash(named)}",
+                                f"the source of {label} cannot be established ({missing})")
             hashed = self._walk(starts)
         code = getattr(getattr(named, "__func__", named), "__code__", None)
         where = f"{qualname}:{code.co_firstlineno}" if code is not None else qualname
