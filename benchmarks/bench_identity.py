@@ -1,13 +1,15 @@
 """What an unnamed callable's identity costs: hashing its module and the project modules it imports.
 
 A generated project of ``--modules`` modules (default 50) in five subpackages, each module about
-``--lines`` lines of functions (default 200), importing three earlier modules of the project (one of them the one just before) plus
-a few of the standard library (json, re, dataclasses, typing); the app's entry module imports the
-last five, so the walk reaches every module. The project is imported once (what the user's run
-pays anyway: that import is the baseline measured in the same run), then:
+``--lines`` lines of functions (default 200), importing three earlier modules of the project (one
+of them the one just before, so the walk reaches every module) plus a few of the standard library
+(json, re, dataclasses, typing); the app's entry module imports the last five. The project is
+imported once (what the user's run pays anyway: that import is the baseline measured in the same
+run), then:
 
-- cold: a new run (`ProjectModules`) in a process that never parsed these files;
-- new run: another `ProjectModules` (files read and hashed again; parsing is kept per content);
+- cold: a new run (`ProjectModules`) in a process that never read these files;
+- new run, parsed again: another `ProjectModules` with the per-content import cache emptied;
+- new run: another `ProjectModules` (files read and hashed again; imports kept per content);
 - per test: the same `ProjectModules` again (what every test after the first pays);
 - before issue 28: the function's own source hashed (`inspect.getsource`), for scale.
 

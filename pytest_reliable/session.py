@@ -9,6 +9,7 @@ translates between pytest and these.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -279,13 +280,14 @@ class ReliableSession:
                 "--reliable-record none")
         if model.identity not in self._said_run_scoped:
             self._said_run_scoped.add(model.identity)
-            import warnings
-
-            warnings.warn_explicit(ModelWarning(
+            warning = ModelWarning(
                 f"pytest-reliable: model {model.identity}: {why}: its answers are reused "
                 "within this run only, never stored; give it text_model(fn, id=..., "
-                "version=...) to cache them"), ModelWarning, nodeid.split("::")[0] or "pytest-reliable", 0,
-                module="pytest_reliable.session")
+                "version=...) to cache them")
+            # Said at the test that first used it, as the runner's warnings are.
+            where = nodeid.split("::")[0] or "pytest-reliable"
+            warnings.warn_explicit(warning, ModelWarning, where, 0,
+                                   module="pytest_reliable.session")
         if self._run_store is None:
             from pytest_reliable.store import LocalStore
 

@@ -386,6 +386,6 @@ def as_async_model(obj: Any, *, id: str | None = None,
     if callable(obj):
         return _CallableModel(obj, _first_param_kind(obj), id, project=project)
     raise ModelUsageError(
-        f"reliable_model returned {type(obj).__name__}: expected a callable on a prompt string or on "
-        "chat messages, or an object with acomplete/complete"
+        f"reliable_model returned {type(obj).__name__}: expected a callable on a prompt string or "
+        "on chat messages, or an object with acomplete/complete"
     )
