@@ -8,7 +8,6 @@ runs as the CI cache README advises.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
