@@ -254,9 +254,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         if not entries and report.failed and kind is not None and call.excinfo is not None:
             # Stopped before any result (pytest-timeout, an exception in the test body): the
             # test still gets its row and JSON entry, as an error.
+            from pytest_reliable.models.base import ModelUsageError
             from pytest_reliable.report.entries import error_entry
 
-            entries.append(error_entry(item.nodeid, kind, call.excinfo.exconly()))
+            error = call.excinfo.value
+            if isinstance(error, ModelUsageError):  # chat_model(fn) on fn(prompt: str) & co.
+                report.longrepr = f"{item.nodeid}: {error}"
+                item.session.shouldstop = f"pytest-reliable: {error}"
+                entries.append(error_entry(item.nodeid, kind, str(error), usage_error=True))
+            else:
+                entries.append(error_entry(item.nodeid, kind, call.excinfo.exconly()))
         if entries:
             from pytest_reliable.report import junit_properties
 

@@ -61,6 +61,21 @@ def _worst_set(key: str, candidates: list[str], confidence: float) -> str:
             f"({len(others) + 1} candidates: {key} is the lowest estimate, not a proven worst)")
 
 
+def identical_samples(matrix: ScoreMatrix) -> bool:
+    """Whether every instance's samples in the canonical pass are one answer (all answered)."""
+    answers: dict[int, set[str]] = {}
+    for cell in matrix.canonical_cells():
+        if cell.text is None:
+            return False
+        answers.setdefault(cell.instance, set()).add(cell.text)
+    return bool(answers) and all(len(texts) == 1 for texts in answers.values())
+
+
+def run_scoped_note(model: str, why: str) -> str:
+    return (f"model {model}: {why}: its answers were reused within this run only, never stored "
+            "(model_cache: run); give it text_model(fn, id=..., version=...) to cache them")
+
+
 @dataclass
 class ReliableReport:
     """The result of one ``reliable.evaluate``: summary numbers, thresholds and the raw matrix."""
@@ -101,6 +116,11 @@ class ReliableReport:
     """A pairwise judge's comparison with the baseline (SPEC section 12)."""
     circular: CircularEntry | None = None
     """With ``circular=True``: the share of instances right under every cyclic shift."""
+    run_scoped: str | None = None
+    """Why the model's answers were reused within this run only (its identity could not be
+    established); None: they are stored as any model's."""
+    sampling_arguments: frozenset[str] | None = None
+    """What a callable model takes of temperature, max_tokens, seed, ...; None: not a callable."""
     fields: SummaryFields = field(init=False)
 
     def __post_init__(self) -> None:
@@ -255,8 +275,20 @@ class ReliableReport:
                 f"k={self.summary.k} at temperature 0: the k samples are the same answer, so "
                 "pass^k = pass@k = pass@1; set temperature= to the production temperature"
             )
+        elif self.summary.k > 1 and self.sampling_arguments is not None and \
+                identical_samples(self.matrix):
+            takes = ("it takes no temperature= (give it a temperature parameter or **kwargs)"
+                     if "temperature" not in self.sampling_arguments else
+                     "it is given temperature=, and may not pass it on")
+            notes.append(
+                f"k={self.summary.k} at temperature {self.temperature:g}: every instance's "
+                f"{self.summary.k} samples are the same answer, so the model probably ignores "
+                f"the temperature ({takes}); pass^k = pass@k = pass@1 then say nothing about "
+                "sampling")
         if self.decide == "estimate" and self.thresholds:
             notes.append("decide='estimate': thresholds compare point estimates, no error control")
+        if self.run_scoped is not None:
+            notes.append(run_scoped_note(self.model, self.run_scoped))
         if self.judge is not None:
             judge = self.judge
             notes.append(
@@ -274,6 +306,7 @@ class ReliableReport:
             "kind": "reliable",
             "verdict": verdict,
             "model": self.model,
+            "model_cache": "store" if self.run_scoped is None else "run",
             "space": self.space.name,
             "space_hash": self.space.hash,
             "mode": self.mode,
@@ -335,6 +368,8 @@ class ChecklistReport:
     calls_cached: int
     problems: list[str] = field(default_factory=list)
     spend: Spend = field(default_factory=Spend)
+    run_scoped: str | None = None
+    """As `ReliableReport.run_scoped`."""
 
     # The CheckList result's fields, as in the JSON entry (SPEC section 8).
     @property
@@ -399,6 +434,7 @@ class ChecklistReport:
                 "kind": self.result.kind,
                 "verdict": verdict,
                 "model": self.model,
+                "model_cache": "store" if self.run_scoped is None else "run",
                 "space_hash": self.space_hash,
                 "calls": {"made": self.calls_made, "cached": self.calls_cached},
                 "cost": self.spend.entry(),

@@ -37,6 +37,7 @@ from pytest_reliable.cache import CacheMissError, cache_key, miss_message
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.models.base import (
     ABANDONED_CALLS_MAX,
+    USAGE_IGNORED,
     AsyncModel,
     Message,
     ModelCallError,
@@ -148,6 +149,8 @@ class RunStats:
     """Calls that did not end within `CANCEL_GRACE_S` of their cancellation at the timeout."""
     spend: Spend = field(default_factory=Spend)
     """Money of these calls (SPEC section 13): paid now, and saved by the cache."""
+    usage_ignored: str | None = None
+    """The first bad usage a paid answer reported (kept, its tokens estimated): said once."""
 
 
 class Budget:
@@ -334,6 +337,9 @@ def shared_prefix(a: str, b: str) -> int:
         i += 1
     return i
 
+
+_usage_said: set[str] = set()
+"""Models whose bad usage was said (once per process)."""
 
 _last_prompt: dict[str, str] = {}
 """The last prompt sent to each one-slot model (by identity): what its KV cache holds."""
@@ -850,6 +856,8 @@ class Runner:
             self.stats.spend.add(Spend(cost.usd, cost.prompt_tokens, cost.completion_tokens,
                                        0.0, cost.estimated))
         self.stats.made += 1
+        if USAGE_IGNORED in response.extra and self.stats.usage_ignored is None:
+            self.stats.usage_ignored = str(response.extra[USAGE_IGNORED])
         self.stats.prompt_tokens += response.prompt_tokens or 0
         self.stats.prompt_tokens_evaluated += self._evaluated_tokens(req.message_dicts(),
                                                                      response)
@@ -996,7 +1004,18 @@ class Runner:
         results: list[CallResult] = run_on_call_loop(self.arun(requests))
         self._report_store_failure()
         self._report_abandoned()
+        self._report_usage_ignored()
         return results
+
+    def _report_usage_ignored(self) -> None:
+        """A model's bad usage (issue 32), once per model and process: the answers were kept."""
+        bad, identity = self.stats.usage_ignored, self.model.identity
+        if bad is None or identity in _usage_said:
+            return
+        _usage_said.add(identity)
+        self._warn(ModelWarning(
+            f"pytest-reliable: model {identity!r} reported a usage that is not a token count "
+            f"({bad}): its answers are kept and their tokens estimated (cost marked estimated)"))
 
     def _report_abandoned(self) -> None:
         """One warning, at the test, when calls of this evaluation ignored their cancellation."""

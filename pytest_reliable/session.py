@@ -9,6 +9,7 @@ translates between pytest and these.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -46,7 +47,9 @@ from pytest_reliable.judge import (
     pairwise_entry,
 )
 from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
-from pytest_reliable.models.base import AsyncModel
+from pytest_reliable.models.base import AsyncModel, ModelUsageError, ModelWarning
+from pytest_reliable.models.callables import as_async_model, run_scoped
+from pytest_reliable.models.identity import ProjectModules
 from pytest_reliable.models.named import NamedModel
 from pytest_reliable.nstar_store import NStarEntries, NStarKey, NStarStore
 from pytest_reliable.pricing import FREE, Price, PriceTable, PricingError, Spend, is_embedded
@@ -126,6 +129,9 @@ class ReliableSession:
     _stored_baseline: StoredBaseline | None = field(default=None, init=False)
     _prices: PriceTable | None = field(default=None, init=False)
     _answered_ahead: AnsweredAhead | None = field(default=None, init=False)
+    _project: ProjectModules | None = field(default=None, init=False)
+    _run_store: Store | None = field(default=None, init=False)
+    _said_run_scoped: set[str] = field(default_factory=set, init=False)
 
     # -- resources -------------------------------------------------------------------------
     def store_config(self) -> StoreConfig:
@@ -207,6 +213,9 @@ class ReliableSession:
         if self._cache is not None:
             self._cache.close()
             self._cache = None
+        if self._run_store is not None:
+            self._run_store.close()
+            self._run_store = None
 
     # -- models ----------------------------------------------------------------------------
     def model_named(self, name: str | None, base_url: str | None = None,
@@ -245,9 +254,45 @@ class ReliableSession:
             return self.default_model()
         if isinstance(user_model, NamedModel):  # openai_model(...), local_model()
             return self.model_named(user_model.name, user_model.base_url, user_model.api_key_env)
-        from pytest_reliable.models.callables import as_async_model
+        return as_async_model(user_model, project=self.project)
 
-        return as_async_model(user_model)
+    @property
+    def project(self) -> ProjectModules:
+        """The project's modules under the rootdir: an unnamed callable's identity covers those
+        it imports (`models.identity`); walked once per module per run."""
+        if self._project is None:
+            self._project = ProjectModules(self.settings.rootdir)
+        return self._project
+
+    def store_for(self, model: AsyncModel, nodeid: str) -> Store:
+        """Where ``model``'s answers are kept: the run's store, or, for a model whose identity
+        cannot be established (`models.callables.run_scoped`), this run's memory only (it is
+        said once per model). Such a model under ``--reliable-record none`` is a usage error:
+        none of its answers can be in the store."""
+        why = run_scoped(model)
+        if why is None:
+            return self.cache
+        if self.settings.record == "none":
+            raise ModelUsageError(
+                f"model {model.identity}: {why}, so its answers are never stored and "
+                "--reliable-record none has nothing to replay: give it an identity, "
+                "text_model(fn, id='...', version='...') (or chat_model), or drop "
+                "--reliable-record none")
+        if model.identity not in self._said_run_scoped:
+            self._said_run_scoped.add(model.identity)
+            warning = ModelWarning(
+                f"pytest-reliable: model {model.identity}: {why}: its answers are reused "
+                "within this run only, never stored; give it text_model(fn, id=..., "
+                "version=...) to cache them")
+            # Said at the test that first used it, as the runner's warnings are.
+            where = nodeid.split("::")[0] or "pytest-reliable"
+            warnings.warn_explicit(warning, ModelWarning, where, 0,
+                                   module="pytest_reliable.session")
+        if self._run_store is None:
+            from pytest_reliable.store import LocalStore
+
+            self._run_store = LocalStore(None, "all" if self.settings.record == "all" else "new")
+        return self._run_store
 
     def runner(self, model: AsyncModel, nodeid: str) -> Runner:
         """Concurrency: ``--reliable-concurrency``, else the model's own ``max_concurrency``,
@@ -261,7 +306,7 @@ class ReliableSession:
 
         return Runner(
             model,
-            self.cache,
+            self.store_for(model, nodeid),
             concurrency=concurrency,
             timeout=self.settings.timeout,
             max_retries=self.settings.max_retries,
@@ -403,8 +448,6 @@ class ReliableSession:
         judge.check()
         model = self.resolve_model(judge.model)
         if judge.id is not None:
-            from pytest_reliable.models.callables import as_async_model
-
             model = as_async_model(model, id=judge.id)
         return model
 
@@ -542,6 +585,7 @@ class ReliableSession:
             calls_cached=calls.cached,
             problems=calls.problems,
             spend=Spend.total([runner.stats.spend]),
+            run_scoped=run_scoped(model),
         )
 
 
@@ -595,6 +639,8 @@ def _reliable_report(
         stopped_early=ran.stopped_early,
         stop_reason=ran.stop_reason,
         spend=spend,
+        run_scoped=run_scoped(test.model),
+        sampling_arguments=getattr(test.model, "sampling_arguments", None),
     )
 
 

@@ -10,20 +10,26 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_reliable.models.base import (
+    Message,
     ModelCallError,
     ModelResponse,
     ModelSetupError,
+    ModelUsageError,
     SamplingParams,
+    request_seed,
 )
 from pytest_reliable.models.callables import (
     as_async_model,
     callable_identity,
     chat_model,
+    run_scoped,
     text_model,
 )
 
@@ -98,13 +104,16 @@ def test_identity_changes_when_the_source_changes(tmp_path: Path) -> None:
     assert callable_identity(_load(c, "reliable_tmp_mod").model) == ia
 
 
-def test_identity_without_source_uses_the_code() -> None:
+def test_identity_without_source_is_run_scoped() -> None:
     ns1: dict = {}
     ns2: dict = {}
     exec("def f(prompt):\n    return 'one'\n", ns1)  # noqa: S102
     exec("def f(prompt):\n    return 'two'\n", ns2)  # noqa: S102
     i1, i2 = callable_identity(ns1["f"]), callable_identity(ns2["f"])
-    assert "@code-" in i1 and i1 != i2
+    assert "@run-" in i1 and i1 != i2
+    model = as_async_model(ns1["f"])
+    assert run_scoped(model) is not None and "cannot be established" in str(run_scoped(model))
+    assert run_scoped(text_model(ns1["f"], id="named")) is None  # an id is the user's promise
 
 
 class SyncProto:
@@ -205,3 +214,156 @@ def test_a_forked_child_lets_go_of_the_embedded_servers_watchdog_pipe(
         server.proc = None
         proc.kill()
         proc.wait()
+
+
+# -- issue 28: versions, wrappers that do not fit, sampling parameters, usage --------------------
+def test_version_is_part_of_a_declared_identity() -> None:
+    assert text_model(text_fn, id="support-bot", version="2024-06-01").identity == \
+        "support-bot@2024-06-01"
+    assert text_model(text_fn, version=3).identity == f"{__name__}.text_fn@3"
+    assert chat_model(chat_fn, "c").identity == "c"
+    for bad in ({"id": ""}, {"id": 3}, {"version": ""}, {"version": True}, {"version": 1.5}):
+        with pytest.raises(ModelUsageError, match="text_model"):
+            text_model(text_fn, **bad)  # type: ignore[arg-type]
+
+
+def union_fn(prompt: str | list[dict]) -> str:
+    return "either"
+
+
+def test_a_wrapper_that_does_not_fit_the_function_names_the_right_one() -> None:
+    with pytest.raises(ModelUsageError, match=r"chat_model\(text_fn\): its first parameter "
+                                              r"`prompt: str`.*use text_model\(text_fn\)"):
+        chat_model(text_fn)
+    with pytest.raises(ModelUsageError, match=r"text_model\(chat_fn\).*`messages: list\[dict\]`"
+                                              r".*use chat_model\(chat_fn\)"):
+        text_model(chat_fn)
+
+    def seq(messages: Sequence[Message]) -> str:
+        return ""
+
+    with pytest.raises(ModelUsageError, match="use chat_model"):
+        text_model(seq)
+    # Unannotated, or annotated for both: either wrapper is the user's word.
+    assert call(chat_model(unannotated)).text.startswith("U[[{")
+    assert call(chat_model(union_fn)).text == call(text_model(union_fn)).text == "either"
+    with pytest.raises(ModelUsageError, match="not callable"):
+        text_model("gpt-4o")  # type: ignore[arg-type]
+
+
+def test_sampling_parameters_reach_callables_that_take_them() -> None:
+    seen: dict[str, dict] = {}
+
+    def by_name(prompt: str, temperature: float, seed: int | None = None) -> str:
+        seen["by_name"] = {"temperature": temperature, "seed": seed}
+        return "a"
+
+    def through_kwargs(prompt: str, **kwargs: object) -> str:
+        seen["kwargs"] = dict(kwargs)
+        return "b"
+
+    async def chat_async(messages: list[dict], *, max_tokens: int) -> str:
+        seen["async"] = {"max_tokens": max_tokens}
+        return "c"
+
+    def plain(prompt: str) -> str:
+        return "d"
+
+    params = SamplingParams(temperature=0.7, max_tokens=12, stop=("\n",))
+
+    async def go() -> None:
+        token = request_seed.set(1234)
+        try:
+            for model in (text_model(by_name), text_model(through_kwargs),
+                          chat_model(chat_async), text_model(plain)):
+                await model.acomplete(MSG, params)
+        finally:
+            request_seed.reset(token)
+
+    asyncio.run(go())
+    assert seen["by_name"] == {"temperature": 0.7, "seed": 1234}
+    assert seen["kwargs"] == {"temperature": 0.7, "max_tokens": 12, "seed": 1234, "stop": ["\n"]}
+    assert seen["async"] == {"max_tokens": 12}
+    # Without a seed (a call outside the runner) none is passed; top_p unset is not passed.
+    asyncio.run(text_model(through_kwargs).acomplete(MSG, SamplingParams()))
+    assert seen["kwargs"] == {"temperature": 0.0, "max_tokens": 32}
+
+
+def chat_completion(content: str | None, prompt: int, completion: int, cached: int = 0) -> Any:
+    from openai.types.chat import ChatCompletion
+
+    return ChatCompletion.model_validate({
+        "id": "c1", "object": "chat.completion", "created": 0, "model": "app",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                  "total_tokens": prompt + completion,
+                  "prompt_tokens_details": {"cached_tokens": cached}},
+    })
+
+
+@pytest.mark.parametrize(
+    ("returned", "text", "prompt", "completion", "cached"),
+    [
+        (chat_completion("positive", 30, 2, cached=10), "positive", 30, 2, 10),
+        (chat_completion(None, 30, 0), "", 30, 0, None),  # no content (a refusal): empty answer
+        (chat_completion("x", 5, 1).model_dump(), "x", 5, 1, None),
+        ({"text": "B", "usage": {"prompt_tokens": 7, "completion_tokens": 1}}, "B", 7, 1, None),
+        ({"text": "B", "usage": {"input_tokens": 7, "output_tokens": 1}}, "B", 7, 1, None),
+        ({"choices": [{"text": "C"}], "usage": {"prompt_tokens": 4, "completion_tokens": 1}},
+         "C", 4, 1, None),
+        ({"text": "no usage"}, "no usage", None, None, None),
+        (ModelResponse("mr", prompt_tokens=3, completion_tokens=1), "mr", 3, 1, None),
+    ],
+)
+def test_a_callable_may_return_the_openai_shape_with_its_usage(
+    returned: Any, text: str, prompt: int | None, completion: int | None, cached: int | None,
+) -> None:
+    from pytest_reliable.pricing import Price, call_cost
+
+    response = call(text_model(lambda p: returned))
+    assert (response.text, response.prompt_tokens, response.completion_tokens) == (
+        text, prompt, completion)
+    assert response.extra.get("cached_prompt_tokens") == cached
+    cost = call_cost(Price(1.0, 2.0, 0.5), [("user", "x" * 400)], response)
+    assert cost.estimated is (prompt is None)
+    if prompt is not None:
+        assert cost.usd == pytest.approx(((prompt - (cached or 0)) * 1.0 + (cached or 0) * 0.5
+                                          + completion * 2.0) / 1e6)
+
+
+class ResponsesApiResult:
+    """The shape of openai's Responses API result: ``output_text`` and input/output tokens."""
+
+    def __init__(self) -> None:
+        self.output_text = "D"
+        self.usage = {"input_tokens": 9, "output_tokens": 2,
+                      "input_tokens_details": {"cached_tokens": 4}}
+
+
+def test_the_responses_api_shape_and_unknown_shapes() -> None:
+    response = call(text_model(lambda p: ResponsesApiResult()))
+    assert (response.text, response.prompt_tokens, response.completion_tokens) == ("D", 9, 2)
+    assert response.extra["cached_prompt_tokens"] == 4
+    with pytest.raises(ModelCallError, match="expected str or ModelResponse"):
+        call(text_model(lambda p: {"answer": "no text key"}))
+    with pytest.raises(ModelCallError, match="its text must be a str"):
+        call(text_model(lambda p: {"text": 42}))
+
+
+@pytest.mark.parametrize("usage", [
+    {"prompt_tokens": -5, "completion_tokens": 2},
+    {"prompt_tokens": "12", "completion_tokens": 2},
+    {"prompt_tokens": 3.5, "completion_tokens": 2},
+    {"prompt_tokens": True, "completion_tokens": 2},
+])
+def test_a_bad_usage_keeps_the_answer_and_is_ignored(usage: dict) -> None:
+    # Issue 32: a negative token count used to fail the call, discarding a paid answer.
+    response = call(text_model(lambda p: {"text": "kept", "usage": usage}))
+    assert response.text == "kept" and response.prompt_tokens is None
+    assert response.completion_tokens == 2
+    assert "prompt_tokens=" in response.extra["usage_ignored"]
+    bad_cache = call(text_model(lambda p: ModelResponse(
+        "kept", prompt_tokens=3, completion_tokens=1, extra={"cached_prompt_tokens": "lots"})))
+    assert bad_cache.prompt_tokens == 3 and "cached_prompt_tokens" not in bad_cache.extra
+    assert "cached_prompt_tokens='lots'" in bad_cache.extra["usage_ignored"]

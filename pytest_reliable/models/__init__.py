@@ -1,4 +1,6 @@
-"""Model adapters: user callables, the OpenAI-compatible client, the embedded local model."""
+"""Model adapters: user callables, the OpenAI-compatible client, the embedded local model; and
+`identity`, what an unnamed callable's cache identity covers (its module and the project modules
+it imports)."""
 
 from pytest_reliable.models.base import (
     AsyncModel,
@@ -7,6 +9,7 @@ from pytest_reliable.models.base import (
     ModelError,
     ModelResponse,
     ModelSetupError,
+    ModelUsageError,
     ModelWarning,
     SamplingParams,
 )
@@ -18,6 +21,7 @@ __all__ = [
     "ModelError",
     "ModelResponse",
     "ModelSetupError",
+    "ModelUsageError",
     "ModelWarning",
     "SamplingParams",
 ]

@@ -67,7 +67,9 @@ class AsyncModel(Protocol):
     Failures the runner may retry are raised as `ModelCallError` with ``retryable=True``.
     """
 
-    identity: str
+    @property
+    def identity(self) -> str: ...
+
     max_concurrency: int | None
 
     async def acomplete(self, messages: list[Message], params: SamplingParams) -> ModelResponse: ...
@@ -122,6 +124,11 @@ class ModelSetupError(ReliableError):
     """A model could not be configured or started; the message says how to fix it."""
 
 
+class ModelUsageError(ModelSetupError):
+    """A model given in a way that cannot work (``chat_model`` on a function of one string, a
+    bad ``id=``): a usage error of the run (exit code 4), the message naming the fix."""
+
+
 class ModelWarning(UserWarning):
     """A model misbehaved in a way the run survived (calls abandoned at the timeout)."""
 
@@ -141,6 +148,13 @@ T = TypeVar("T")
 
 
 # -- what a model returned -----------------------------------------------------------------------
+USAGE_IGNORED = "usage_ignored"
+"""`ModelResponse.extra` key: the usage the model reported and the run ignored (not a count)."""
+USAGE_FIELDS = ("prompt_tokens", "completion_tokens")
+CACHED_PROMPT_TOKENS = "cached_prompt_tokens"
+"""`ModelResponse.extra` key: prompt tokens the provider served from its prompt cache."""
+
+
 def checked_response(value: Any, identity: str) -> ModelResponse:
     """A model's return value as a `ModelResponse`, checked at the boundary: a ``str`` is the
     answer's text; anything else, or a `ModelResponse` whose fields are not what the store keeps
@@ -150,6 +164,10 @@ def checked_response(value: Any, identity: str) -> ModelResponse:
     missing content passed on), not the model's answer to the prompt. Graded, it would count as
     a wrong answer in every statistic and be stored, so a replay would repeat the wrong grade
     after the adapter is fixed; failed, it is not stored and the test's verdict is ``error``.
+
+    A bad usage (a negative or non-integer token count) or latency is not the answer: the answer
+    is kept (it was paid for), the bad values are dropped (its tokens are then estimated) and
+    named in ``extra[USAGE_IGNORED]``, which the runner reports once per model (issue 32).
     """
     if isinstance(value, str):
         return ModelResponse(text=value)
@@ -158,25 +176,43 @@ def checked_response(value: Any, identity: str) -> ModelResponse:
     problem = _response_problem(value)
     if problem is not None:
         raise _bad_response(identity, value, problem)
-    return value
+    return _without_bad_usage(value)
+
+
+def _is_count(value: Any) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+
+
+def _without_bad_usage(response: ModelResponse) -> ModelResponse:
+    ignored = [f"{name}={getattr(response, name)!r}" for name in USAGE_FIELDS
+               if not _is_count(getattr(response, name))]
+    cached = response.extra.get(CACHED_PROMPT_TOKENS)
+    if not _is_count(cached):
+        ignored.append(f"{CACHED_PROMPT_TOKENS}={cached!r}")
+    latency = response.latency_s
+    bad_latency = (isinstance(latency, bool) or not isinstance(latency, (int, float))
+                   or not math.isfinite(latency) or latency < 0)
+    if not ignored and not bad_latency:
+        return response
+    extra = {key: value for key, value in response.extra.items() if key != CACHED_PROMPT_TOKENS
+             or _is_count(value)}
+    if ignored:
+        extra[USAGE_IGNORED] = ", ".join(ignored)[:200]
+    return ModelResponse(
+        text=response.text, logprobs=response.logprobs,
+        prompt_tokens=response.prompt_tokens if _is_count(response.prompt_tokens) else None,
+        completion_tokens=(response.completion_tokens if _is_count(response.completion_tokens)
+                           else None),
+        latency_s=0.0 if bad_latency else float(latency), extra=extra,
+    )
 
 
 def _response_problem(response: ModelResponse) -> str | None:
-    def count(value: Any) -> bool:
-        return value is None or (isinstance(value, int) and not isinstance(value, bool)
-                                 and value >= 0)
-
     if not isinstance(response.text, str):
         return (f"its text must be a str, not {type(response.text).__name__} (return '' for an "
                 "empty answer)")
     if response.logprobs is not None and not isinstance(response.logprobs, list):
         return f"its logprobs must be a list or None, not {type(response.logprobs).__name__}"
-    for name in ("prompt_tokens", "completion_tokens"):
-        if not count(getattr(response, name)):
-            return f"its {name} must be a count (int >= 0) or None"
-    latency = response.latency_s
-    if isinstance(latency, bool) or not isinstance(latency, (int, float)) or math.isnan(latency):
-        return "its latency_s must be a number of seconds"
     if not isinstance(response.extra, dict):
         return f"its extra must be a dict, not {type(response.extra).__name__}"
     return None

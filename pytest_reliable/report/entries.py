@@ -262,6 +262,9 @@ class ReliableEntry(TypedDict):
     kind: str
     verdict: str
     model: str
+    model_cache: str
+    """Where the model's answers are kept: ``store`` (as any answer), or ``run`` (reused within
+    this run only: its identity could not be established, SPEC section 2)."""
     space: str
     space_hash: str
     mode: str
@@ -346,6 +349,8 @@ class ChecklistEntry(TypedDict):
     nodeid: str
     verdict: str
     model: str
+    model_cache: str
+    """As `ReliableEntry.model_cache`."""
     space_hash: str | None
     calls: CallsEntry
     cost: CostEntry
