@@ -212,7 +212,8 @@ class ReliableState:
         if report_path is not None:
             write_report(report, report_path)
         if saved is not None:
-            write_report(report, saved)
+            if any(entry.get("kind") == "reliable" for entry in report["tests"]):
+                write_report(report, saved)
             self.saved_line = saved_baseline_line(report, saved)  # printed under the table
         if self.settings.history is not None and self.entries:
             self.keep_in_history(report)
@@ -271,6 +272,9 @@ def saved_baseline_line(report: dict[str, Any], path: Path) -> str:
     """What ``--reliable-save-baseline`` wrote, and how a later run uses it; tests whose calls
     did not all complete hold no per-instance results, so a later run cannot pair with them."""
     reliable = [t for t in report.get("tests", []) if t.get("kind") == "reliable"]
+    if not reliable:  # --collect-only, --reliable-plan, -k matching none: keep the old baseline
+        return (f"reliable baseline: nothing saved: no reliable test ran; {path} is left as it "
+                "was")
     unusable = [t["nodeid"] for t in reliable if not t.get("per_instance")]
     line = (f"reliable baseline: saved {len(reliable) - len(unusable)} reliable tests to {path}; "
             f"compare a later run with --reliable-baseline-report {path}")

@@ -172,6 +172,12 @@ def test_a_first_run_saves_the_baseline_a_later_run_compares_with(
     result.stdout.fnmatch_lines([(f"reliable baseline: saved 1 reliable tests to {saved}; "
                                  f"compare a later run with --reliable-baseline-report {saved}")])
 
+    # A run that evaluates nothing keeps the saved baseline (it would pair with nothing).
+    kept = saved.read_text()
+    listed = pytester.runpytest_subprocess("--collect-only", f"--reliable-save-baseline={saved}")
+    listed.stdout.fnmatch_lines(["reliable baseline: nothing saved: no reliable test ran*"])
+    assert saved.read_text() == kept
+
     later, compared = run_json(pytester, f"--reliable-baseline-report={saved}", name="later.json")
     later.assert_outcomes(passed=1)
     baseline = by_test(compared)["test_compares"]["baseline"]
