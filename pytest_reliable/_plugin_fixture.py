@@ -119,8 +119,9 @@ def warn_unused_baseline_report(items: list[pytest.Item], settings: Settings) ->
         named = ", ".join(t.nodeid for t in tests[:3]) + (
             f" and {len(tests) - 3} more" if len(tests) > 3 else "")
         # Attributed to the first such test (its file and line), as pytest's own warnings are.
+        are = "test ({}) is" if len(tests) == 1 else "tests ({}) are"
         tests[0].warn(BaselineReportUnused(
-            f"{len(tests)} comparing tests ({named}) are "
+            f"{len(tests)} comparing {are.format(named)} "
             + baseline_shadowed(first, settings.baseline_report)))
 
 

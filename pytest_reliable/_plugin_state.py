@@ -276,8 +276,9 @@ def saved_baseline_line(report: dict[str, Any], path: Path) -> str:
         return (f"reliable baseline: nothing saved: no reliable test ran; {path} is left as it "
                 "was")
     unusable = [t["nodeid"] for t in reliable if not t.get("per_instance")]
-    line = (f"reliable baseline: saved {len(reliable) - len(unusable)} reliable tests to {path}; "
-            f"compare a later run with --reliable-baseline-report {path}")
+    usable = len(reliable) - len(unusable)
+    line = (f"reliable baseline: saved {usable} reliable test{'' if usable == 1 else 's'} to "
+            f"{path}; compare a later run with --reliable-baseline-report {path}")
     if unusable:
         shown = ", ".join(unusable[:3]) + (" ..." if len(unusable) > 3 else "")
         line += (f" ({len(unusable)} tests did not complete and cannot be compared with: "

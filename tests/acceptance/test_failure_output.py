@@ -169,7 +169,7 @@ def test_a_first_run_saves_the_baseline_a_later_run_compares_with(
     assert [t["name"] for t in entry["thresholds"]] == []
     assert any("--reliable-save-baseline" in note for note in entry["notes"])
     assert json.loads(saved.read_text())["tests"] == report["tests"]
-    result.stdout.fnmatch_lines([(f"reliable baseline: saved 1 reliable tests to {saved}; "
+    result.stdout.fnmatch_lines([(f"reliable baseline: saved 1 reliable test to {saved}; "
                                  f"compare a later run with --reliable-baseline-report {saved}")])
 
     # A run that evaluates nothing keeps the saved baseline (it would pair with nothing).
@@ -206,8 +206,8 @@ def reliable_baseline():
     note = ("compared with the reliable_baseline fixture, not with --reliable-baseline-report "
             f"{saved}")
     assert any(note in n for n in entry["notes"])
-    result.stdout.fnmatch_lines([(f"*BaselineReportUnused: 1 comparing tests "
-                                 f"(test_gate.py::test_compares) are {note}*")])
+    result.stdout.fnmatch_lines([(f"*BaselineReportUnused: 1 comparing test "
+                                 f"(test_gate.py::test_compares) is {note}*")])
 
 
 CODE_SPACE = '''
