@@ -9,8 +9,9 @@ this order when the run is configured.
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,7 @@ class NamedPath:
 def output_paths(settings: Settings, config: pytest.Config) -> list[NamedPath]:
     """Every file the run writes whole at its end (the step summary is appended to)."""
     named = [("--reliable-report", settings.report_path), ("--reliable-html", settings.html_path),
+             ("--reliable-save-baseline", settings.save_baseline),
              ("--junitxml", getattr(config.option, "xmlpath", None)),
              ("--html (pytest-html)", getattr(config.option, "htmlpath", None)),
              (STEP_SUMMARY, os.environ.get("GITHUB_STEP_SUMMARY") or None)]
@@ -165,6 +167,58 @@ def load_spaces_or_usage_error(path: Path) -> dict[str, Space]:
         raise pytest.UsageError(str(error)) from None
 
 
+def undeclared_space(space: Any, spaces: dict[str, Space], settings: Settings,
+                     invocation_dir: Path, args: Sequence[str] = ()) -> str:
+    """What a marker's ``space=`` that names no declared space is told: a declared name it
+    looks like (Unicode normalisation, case...), or the file that was read (or looked for) and
+    the spaces it declares, and how pytest's rootdir decided where reliable.yaml is (``args``:
+    the command line, whose path-like values pytest took the rootdir from)."""
+    if isinstance(space, str) and spaces:
+        from pytest_reliable.space import lookalike
+
+        similar = lookalike(space, spaces)
+        if similar is not None:
+            return similar
+    config = settings.config_file
+    if config.exists():
+        declared = ", ".join(repr(name) for name in sorted(spaces)) or "none"
+        return (f"declare it under `spaces:` in {config}, which declares: {declared}")
+    found = "" if settings.config_path is not None else _reliable_yaml_elsewhere(
+        invocation_dir, config)
+    if found:
+        option, value = _separate_option_value(args) or ("--reliable-cache", "/abs/cache.sqlite")
+        return (f"no space is declared: there is no {config} (the rootdir's reliable.yaml), but "
+                f"there is {found}. pytest chose the rootdir {settings.rootdir} from the paths on "
+                "the command line, and an option's value given as a separate argument counts as "
+                f"one (`{option} {value}`); write such options with `=` (`{option}={value}`), or "
+                f"give `--rootdir={Path(found).parent}` or `--reliable-config={found}`")
+    where = ("--reliable-config" if settings.config_path is not None
+             else f"reliable.yaml in the rootdir {settings.rootdir}")
+    return (f"no space is declared: there is no {config} ({where}); declare the space under "
+            "`spaces:` there, or give --reliable-config PATH")
+
+
+def _separate_option_value(args: Sequence[str]) -> tuple[str, str] | None:
+    """The first ``--reliable-* VALUE`` on the command line whose value is an existing path:
+    pytest reads such a value as a path argument when it places the rootdir (it parses the
+    command line before plugins add their options)."""
+    for option, value in itertools.pairwise(args):
+        if option.startswith("--reliable-") and "=" not in option \
+                and not value.startswith("-") and os.path.exists(value):
+            return option, value
+    return None
+
+
+def _reliable_yaml_elsewhere(start: Path, config: Path) -> str:
+    """A reliable.yaml in ``start`` (the directory pytest ran in) or above it that is not the
+    one the run read: the one the user meant when the rootdir moved."""
+    for directory in (start, *start.parents):
+        candidate = directory / "reliable.yaml"
+        if candidate.is_file() and candidate != config:
+            return str(candidate)
+    return ""
+
+
 def check_store_or_usage_error(settings: Settings) -> Store | None:
     """The store can serve: the local files are checked without creating anything; a shared
     PostgreSQL store is connected to, and returned open for the session (connecting is the
@@ -201,16 +255,40 @@ def check_baseline_options_or_usage_error(
 
 
 # -- reliable.lock: the declared spaces are pre-registered ---------------------------------------
-def apply_lock_mode(settings: Settings, spaces: dict[str, Space]) -> None:
-    """``--reliable-lock-update`` writes the lock; ``--reliable-lock`` stops on a difference."""
+def apply_lock_mode(settings: Settings, spaces: dict[str, Space]) -> dict[str, Any] | None:
+    """``--reliable-lock-update`` writes the lock and returns what it held before (empty
+    without one: `lock_update_line` compares them at the end); ``--reliable-lock`` stops on a
+    difference."""
     if settings.lock_mode == "update":
-        from pytest_reliable.space import write_lock
+        from pytest_reliable.errors import LockError
+        from pytest_reliable.space import read_lock, write_lock
 
+        try:
+            before: dict[str, Any] = dict(read_lock(settings.lock_path))
+        except LockError:  # none yet, or unreadable: everything written is new
+            before = {}
         write_lock(settings.lock_path, spaces)
+        return before
     elif settings.lock_mode == "check":
         differences = lock_differences(settings.lock_path, spaces)
         if differences:
             raise pytest.UsageError(lock_message(settings.lock_path, differences))
+    return None
+
+
+def lock_update_line(lock_path: Path, before: dict[str, Any]) -> str:
+    """``--reliable-lock-update``'s one line: what reliable.lock holds now against before (read
+    at the end: under pytest-xdist the first worker adds the spaces declared in code)."""
+    from pytest_reliable.errors import LockError
+    from pytest_reliable.space import lock_update_summary, read_lock
+
+    try:
+        after = read_lock(lock_path)
+    except LockError as error:
+        return f"reliable lock: {error}"
+    spaces = f"{len(after)} space" + ("" if len(after) == 1 else "s")
+    return (f"reliable lock: wrote {lock_path} with {spaces}: "
+            f"{lock_update_summary(before, after)}; commit it")
 
 
 def lock_differences(lock_path: Path, spaces: dict[str, Space]) -> list[str]:

@@ -78,11 +78,51 @@ def reliable_fixture(
 def baseline_configured(item: pytest.Item, settings: Settings) -> bool:
     """A baseline outside the marker: the options, or a ``reliable_baseline`` fixture of the
     user's (one that is not this module's default)."""
-    if settings.baseline_model is not None or settings.baseline_report is not None:
+    if settings.baseline_model is not None or settings.baseline_report is not None \
+            or settings.save_baseline is not None:  # saving: nothing is compared (no error)
         return True
+    return _user_baseline_fixture(item)
+
+
+def _user_baseline_fixture(item: pytest.Item) -> bool:
     info = getattr(item, "_fixtureinfo", None)
     definitions = info.name2fixturedefs.get("reliable_baseline", ()) if info else ()
     return any(getattr(d.func, "__module__", __name__) != __name__ for d in definitions)
+
+
+class BaselineReportUnused(UserWarning):
+    """``--reliable-baseline-report`` was given, but some comparing tests use the
+    ``reliable_baseline`` fixture or ``--reliable-baseline-model`` instead (SPEC 9's order)."""
+
+
+def warn_unused_baseline_report(items: list[pytest.Item], settings: Settings) -> None:
+    """Once per run, at collection: which comparing tests will not read the stored baseline
+    report, and why. SPEC 9 puts the fixture and ``--reliable-baseline-model`` before the
+    report, so an explicit ``--reliable-baseline-report`` can lose to a conftest fixture; the
+    order stays, and the user is told (the tests' entries carry the same note)."""
+    if settings.baseline_report is None or settings.save_baseline is not None:
+        return
+    from pytest_reliable.session import baseline_shadowed
+
+    shadowed: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        spec = item.stash.get(SPECS_KEY, {}).get("reliable")
+        if spec is None or getattr(spec, "max_regression", None) is None \
+                or getattr(spec, "baseline", None) is not None:
+            continue
+        first = ("the reliable_baseline fixture" if _user_baseline_fixture(item)
+                 else None if settings.baseline_model is None
+                 else f"--reliable-baseline-model {settings.baseline_model}")
+        if first is not None:
+            shadowed.setdefault(first, []).append(item)
+    for first, tests in shadowed.items():
+        named = ", ".join(t.nodeid for t in tests[:3]) + (
+            f" and {len(tests) - 3} more" if len(tests) > 3 else "")
+        # Attributed to the first such test (its file and line), as pytest's own warnings are.
+        are = "test ({}) is" if len(tests) == 1 else "tests ({}) are"
+        tests[0].warn(BaselineReportUnused(
+            f"{len(tests)} comparing {are.format(named)} "
+            + baseline_shadowed(first, settings.baseline_report)))
 
 
 class ReliableFixture:
@@ -114,9 +154,11 @@ class ReliableFixture:
                     kwargs, space_exists=exists,
                     has_baseline=baseline_configured(self._item, settings),
                     n_default=default_resamplings(settings), decide_default=settings.decide,
+                    explain_space=self._state.explain_space,
                 )
             return parse_checklist(kind, (), kwargs, space_exists=exists,
-                                   perturbation_exists=perturbation_exists)
+                                   perturbation_exists=perturbation_exists,
+                                   explain_space=self._state.explain_space)
         except MarkerArgumentError as error:
             pytest.fail(f"{self._item.nodeid}: {error}", pytrace=False)
 

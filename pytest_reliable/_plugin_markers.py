@@ -149,13 +149,14 @@ def perturbation_exists(kind: str, name: str) -> bool:
 
 def parse_item_markers(
     item: pytest.Item, settings: Settings, *, space_exists: Callable[[Any], bool],
-    has_baseline: bool,
+    has_baseline: bool, explain_space: Callable[[Any], str] | None = None,
 ) -> dict[str, ReliableSpec | ChecklistSpec]:
     """Every pytest-reliable marker of ``item``, validated (`MarkerArgumentError` otherwise).
 
     ``space_exists(space)`` tells a declared space (or one given as a `Space`) from a misspelt
-    name; ``has_baseline``: a baseline comes from the options or the ``reliable_baseline``
-    fixture, so ``max_regression=`` has something to compare against."""
+    name (``explain_space(space)``: what an undeclared one is told); ``has_baseline``: a
+    baseline comes from the options or the ``reliable_baseline`` fixture, so
+    ``max_regression=`` has something to compare against."""
     from pytest_reliable.markerspec import MarkerArgumentError, parse_checklist, parse_reliable
 
     specs: dict[str, ReliableSpec | ChecklistSpec] = {}
@@ -167,6 +168,7 @@ def parse_item_markers(
         specs["reliable"] = spec = parse_reliable(
             marker.kwargs, space_exists=space_exists, has_baseline=has_baseline,
             n_default=default_resamplings(settings), decide_default=settings.decide,
+            explain_space=explain_space,
         )
         if spec.baseline is not None:
             check_marker_baseline(spec.baseline, settings)
@@ -175,7 +177,7 @@ def parse_item_markers(
         if marker is not None:
             specs[kind] = parse_checklist(
                 kind, marker.args, marker.kwargs, space_exists=space_exists,
-                perturbation_exists=perturbation_exists,
+                perturbation_exists=perturbation_exists, explain_space=explain_space,
             )
     return specs
 

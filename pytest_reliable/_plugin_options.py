@@ -246,6 +246,9 @@ OPTIONS = (
            "--reliable-base-url).", convert=_url),
     Option("baseline-report", "compare against this earlier run's JSON report instead of calling "
            "a baseline model.", kind="path"),
+    Option("save-baseline", "write this run's JSON report to PATH as the baseline of later runs "
+           "(--reliable-baseline-report PATH); tests with baseline=/max_regression= run the "
+           "model under test only and compare with nothing in this run.", kind="path"),
 )
 
 
@@ -313,6 +316,13 @@ def read_settings(config: pytest.Config) -> Settings:
         raise pytest.UsageError(
             f"--reliable-budget {budget_usd:g}usd needs prices: give --reliable-pricing "
             "PATH.yaml with {models: {NAME: {input: USD, output: USD}}} (per million tokens)")
+    if given["save-baseline"] is not None and (given["baseline-model"] is not None
+                                               or given["baseline-report"] is not None):
+        other = ("--reliable-baseline-model" if given["baseline-model"] is not None
+                 else "--reliable-baseline-report")
+        raise pytest.UsageError(
+            f"--reliable-save-baseline records this run as the baseline of later runs, and "
+            f"{other} compares this run with another baseline: give one of them.")
     lock, lock_update = given.pop("lock"), given.pop("lock-update")
     if given["store"] is not None and given["cache"] is not None:
         raise pytest.UsageError("--reliable-cache names a local file and --reliable-store a "

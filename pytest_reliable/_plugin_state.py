@@ -61,6 +61,10 @@ class ReliableState:
         self.entries: dict[str, list[Entry]] = {}
         self.marker_errors = False
         self.baseline_usage_errors = False
+        self.saved_line: str | None = None
+        """What ``--reliable-save-baseline`` wrote (`saved_baseline_line`), shown at the end."""
+        self.lock_before: dict[str, Any] | None = None
+        """Under ``--reliable-lock-update``: reliable.lock before this run rewrote it."""
 
         checks.check_api_key(settings)
         checks.check_config_path(settings)
@@ -78,7 +82,7 @@ class ReliableState:
             checks.check_baseline_options_or_usage_error(
                 settings, lambda: self.session.stored_baseline)
             if not self.is_worker:
-                checks.apply_lock_mode(settings, self.spaces)
+                self.lock_before = checks.apply_lock_mode(settings, self.spaces)
                 remember_seed(config, settings.seed)
         except BaseException:
             self.close()  # a connected shared store is let go, not left to the interpreter
@@ -102,6 +106,12 @@ class ReliableState:
             self._session.close()
         elif self._opened_store is not None:
             self._opened_store.close()
+
+    def explain_space(self, space: Any) -> str:
+        """What a marker's ``space=`` that is not declared is told (`checks.undeclared_space`)."""
+        invocation = self.config.invocation_params
+        return checks.undeclared_space(space, self.spaces, self.settings, invocation.dir,
+                                       invocation.args)
 
     @property
     def spaces_hash(self) -> str | None:
@@ -168,14 +178,21 @@ class ReliableState:
             self.marker_errors = True
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.is_worker or not self.entries:
+        if self.is_worker:
             return
-        from pytest_reliable.report import summary_table
+        if self.entries:
+            from pytest_reliable.report import summary_table
 
-        terminalreporter.write_sep("=", "reliable summary")
-        width = self.config.get_terminal_writer().fullwidth
-        for line in summary_table(self.all_entries(), width=width, columns=self.table_columns()):
-            terminalreporter.write_line(line)
+            terminalreporter.write_sep("=", "reliable summary")
+            width = self.config.get_terminal_writer().fullwidth
+            for line in summary_table(self.all_entries(), width=width,
+                                      columns=self.table_columns()):
+                terminalreporter.write_line(line)
+        if self.saved_line is not None:
+            terminalreporter.write_line(self.saved_line)
+        if self.lock_before is not None:
+            terminalreporter.write_line(
+                checks.lock_update_line(self.settings.lock_path, self.lock_before))
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if (self.marker_errors or self.baseline_usage_errors) and not self.is_worker:
@@ -183,7 +200,9 @@ class ReliableState:
         if not self.is_worker:
             mark_cache_dir(self.config.rootpath / ".reliable")
         report_path, html_path = self.settings.report_path, self.settings.html_path
-        if self.is_worker or (not self.entries and report_path is None and html_path is None):
+        saved = self.settings.save_baseline
+        if self.is_worker or (not self.entries and report_path is None and html_path is None
+                              and saved is None):
             return
         from pytest_reliable.report import append_github_step_summary, build_report, write_report
 
@@ -192,6 +211,10 @@ class ReliableState:
         )
         if report_path is not None:
             write_report(report, report_path)
+        if saved is not None:
+            if any(entry.get("kind") == "reliable" for entry in report["tests"]):
+                write_report(report, saved)
+            self.saved_line = saved_baseline_line(report, saved)  # printed under the table
         if self.settings.history is not None and self.entries:
             self.keep_in_history(report)
         if html_path is not None:
@@ -243,6 +266,24 @@ class ReliableState:
         writer = self.config.pluginmanager.get_plugin("terminalreporter")
         if writer is not None:
             writer.write_line(f"reliable history: run {kept['run_id']} " + " ".join(said))
+
+
+def saved_baseline_line(report: dict[str, Any], path: Path) -> str:
+    """What ``--reliable-save-baseline`` wrote, and how a later run uses it; tests whose calls
+    did not all complete hold no per-instance results, so a later run cannot pair with them."""
+    reliable = [t for t in report.get("tests", []) if t.get("kind") == "reliable"]
+    if not reliable:  # --collect-only, --reliable-plan, -k matching none: keep the old baseline
+        return (f"reliable baseline: nothing saved: no reliable test ran; {path} is left as it "
+                "was")
+    unusable = [t["nodeid"] for t in reliable if not t.get("per_instance")]
+    usable = len(reliable) - len(unusable)
+    line = (f"reliable baseline: saved {usable} reliable test{'' if usable == 1 else 's'} to "
+            f"{path}; compare a later run with --reliable-baseline-report {path}")
+    if unusable:
+        shown = ", ".join(unusable[:3]) + (" ..." if len(unusable) > 3 else "")
+        line += (f" ({len(unusable)} tests did not complete and cannot be compared with: "
+                 f"{shown}; run them again)")
+    return line
 
 
 def state_of(config: pytest.Config) -> ReliableState:

@@ -318,8 +318,9 @@ class BaselineComparison:
             prompt = self.example["prompt"]
             if len(prompt) > prompt_chars:
                 prompt = prompt[:prompt_chars] + " [...]"
+            record = self.example.get("record") or f"instance {self.example['instance']}"
             lines.append(f"  a prompt the baseline got right and the candidate wrong "
-                         f"(instance {self.example['instance']}, {self.example['where']}):")
+                         f"({record}, {self.example['where']}):")
             lines.extend("    " + line for line in prompt.splitlines())
             lines.append(f"  the candidate answered: {self.example['candidate_answer']!r}")
             if self.example.get("baseline_answer") is not None:
@@ -328,10 +329,13 @@ class BaselineComparison:
 
 
 def _example(
-    candidate: ScoreMatrix, baseline: BaselineScores, prefer: npt.NDArray[np.bool_] | None
+    candidate: ScoreMatrix, baseline: BaselineScores, prefer: npt.NDArray[np.bool_] | None,
+    records: Any = None,
 ) -> dict[str, Any] | None:
     """One prompt the baseline got right and the candidate wrong: the canonical pass first, then
-    the most regressed group's cells, then any cell."""
+    the most regressed group's cells, then any cell. ``instance`` is a 0-based index (as
+    ``per_instance``); ``record`` and ``where`` name it as a person counts, from 1."""
+    from pytest_reliable.data import record_location
     from pytest_reliable.report.format import render_messages
 
     def base_score(cell: CellResult) -> float:
@@ -354,8 +358,9 @@ def _example(
                 answer = baseline.cells[j].text
             return {
                 "instance": cell.instance,
+                "record": record_location(records, cell.instance),
                 "where": "canonical variant" if cell.resampling < 0
-                else f"resampling {cell.resampling}",
+                else f"resampling {cell.resampling + 1} of {candidate.n_resamplings}",
                 "variant": cell.variant.describe(),
                 "prompt": render_messages(cell.prompt.messages),
                 "candidate_answer": cell.text,
@@ -374,10 +379,12 @@ def compare(
     mode: str,
     confidence: float = 0.95,
     seed: int = 0,
+    records: Any = None,
 ) -> BaselineComparison:
     """Candidate - baseline on the same cells. ``ranges``: the candidate's format range (its
     summary's ``formats``): the per-group differences are over the test's own grouping (its
-    ``group_by=``). ``seed`` seeds the bootstraps (the test's seed)."""
+    ``group_by=``). ``seed`` seeds the bootstraps (the test's seed). ``records``: the dataset,
+    whose locations name the example's instance."""
     if baseline.scores.shape != candidate.scores.shape:
         raise BaselineUsageError(
             f"the baseline's scores have shape {baseline.scores.shape}, the candidate's "
@@ -418,7 +425,7 @@ def compare(
         grouping=grouping,
         groups=groups,
         orp=orp,
-        example=_example(candidate, baseline, prefer),
+        example=_example(candidate, baseline, prefer, records),
         calls_made=baseline.calls_made,
         calls_cached=baseline.calls_cached,
     )

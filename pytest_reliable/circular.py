@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_reliable import stats
+from pytest_reliable.data import record_location
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluation import (
     Calls,
@@ -68,7 +69,7 @@ def circular_cells(dataset: Sequence[dict[str, Any]], task: Task, space: Space,
         if not options:
             raise CircularUsageError(
                 f"circular=True needs a task with options (MultipleChoice, Classification); "
-                f"{task!r} has none for instance {i}")
+                f"{task!r} has none for {record_location(dataset, i)}")
         shown = restrict_order(variant.order, len(options))
         for shift in range(len(options)):
             shifted = replace(variant, order=shown[shift:] + shown[:shift])
@@ -83,7 +84,7 @@ def check_circular(dataset: Sequence[dict[str, Any]], task: Task) -> None:
         if not task.options(example):
             raise CircularUsageError(
                 f"circular=True needs a task with options (MultipleChoice, Classification); "
-                f"{task!r} has none for instance {i}")
+                f"{task!r} has none for {record_location(dataset, i)}")
 
 
 def circular_entry(result: CircularResult, confidence: float) -> CircularEntry:

@@ -165,6 +165,15 @@ class Dataset(Sequence[Record]):
         return f"{self._name or 'records'}, record {i + 1}"
 
 
+def record_location(records: Any, i: int) -> str:
+    """Where record ``i`` (0-based) of ``records`` came from, as a person counts: a `Dataset`'s
+    own location (``data.jsonl, line 3``), else ``records, record {i + 1}`` (1-based). Messages,
+    tables and pages name an instance this way; JSON indexes stay 0-based."""
+    if isinstance(records, Dataset):
+        return records.where(i)
+    return f"records, record {i + 1}"
+
+
 # ------------------------------------------------------------------------------------------
 # readers
 

@@ -112,7 +112,10 @@ class ThresholdCheck:
 
 
 def _shown(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4f}"
+    if value is None:
+        return "n/a"
+    # A difference of round-off (-1e-17, -0.0) is no difference: never "-0.0000".
+    return f"{0.0 if abs(value) < 5e-5 else value:.4f}"
 
 
 def _clears(value: float | None, limit: float, direction: str) -> bool:

@@ -245,11 +245,13 @@ def _unknown(marker: str, kwargs: Mapping[str, Any], allowed: set[str]) -> None:
 def parse_reliable(
     kwargs: Mapping[str, Any], *, space_exists: Callable[[Any], bool], has_baseline: bool = True,
     n_default: int | None = None, decide_default: str = DEFAULT_POLICY,
+    explain_space: Callable[[Any], str] | None = None,
 ) -> ReliableSpec:
     """Validate ``@pytest.mark.reliable(**kwargs)``. ``space_exists`` checks a space name;
     ``has_baseline``: whether a baseline is configured outside the marker (fixture, options);
     ``n_default`` / ``decide_default``: the resamplings and the policy of a marker without its own
-    (None: not known before the run, as under ``--reliable-n auto``)."""
+    (None: not known before the run, as under ``--reliable-n auto``); ``explain_space``: what
+    a space name that is not declared is told (default: to declare it in reliable.yaml)."""
     marker = "reliable"
     _unknown(marker, kwargs, RELIABLE_ARGUMENTS)
     values: dict[str, Any] = dict(kwargs)
@@ -284,7 +286,7 @@ def parse_reliable(
         )
     if values.get("stop_early") is not None and not isinstance(values["stop_early"], bool):
         raise MarkerArgumentError(marker, "stop_early", values["stop_early"], "allowed: True or False")
-    _check_space(marker, values.get("space"), space_exists)
+    _check_space(marker, values.get("space"), space_exists, explain_space)
     _check_baseline(marker, values, has_baseline)
     if "circular" in values and not isinstance(values["circular"], bool):
         raise MarkerArgumentError(marker, "circular", values["circular"], "allowed: True or False")
@@ -382,6 +384,7 @@ def parse_checklist(
     *,
     space_exists: Callable[[Any], bool],
     perturbation_exists: Callable[[str, str], bool],
+    explain_space: Callable[[Any], str] | None = None,
 ) -> ChecklistSpec:
     """Validate an ``invariance`` / ``directional`` / ``mft`` marker."""
     allowed = CHECKLIST_ARGUMENTS[kind] | set(CHECKLIST_THRESHOLDS[kind])
@@ -421,7 +424,7 @@ def parse_checklist(
     decide = kwargs.get("decide")
     if decide is not None:
         decide = check_policy(kind, "decide", decide)
-    _check_space(kind, kwargs.get("space"), space_exists)
+    _check_space(kind, kwargs.get("space"), space_exists, explain_space)
     return ChecklistSpec(
         kind=kind,
         perturb=perturb,
@@ -435,8 +438,11 @@ def parse_checklist(
     )
 
 
-def _check_space(marker: str, space: Any, space_exists: Callable[[Any], bool]) -> None:
+def _check_space(marker: str, space: Any, space_exists: Callable[[Any], bool],
+                 explain_space: Callable[[Any], str] | None = None) -> None:
     if space is not None and not space_exists(space):
         raise MarkerArgumentError(
-            marker, "space", space, "name a space declared under `spaces:` in reliable.yaml"
+            marker, "space", space,
+            explain_space(space) if explain_space is not None
+            else "name a space declared under `spaces:` in reliable.yaml",
         )

@@ -33,6 +33,7 @@ from pytest_reliable._plugin_fixture import (
     reliable_baseline,
     reliable_fixture,
     reliable_model,
+    warn_unused_baseline_report,
 )
 from pytest_reliable._plugin_markers import (
     MARKER_ERROR,
@@ -168,7 +169,8 @@ def pytest_collection_modifyitems(
         try:
             item.stash[SPECS_KEY] = specs = parse_item_markers(
                 item, state.settings, space_exists=state.session.space_exists,
-                has_baseline=baseline_configured(item, state.settings))
+                has_baseline=baseline_configured(item, state.settings),
+                explain_space=state.explain_space)
         except MarkerArgumentError as error:
             errors.append(f"{item.nodeid}: {error}")
             continue
@@ -176,6 +178,8 @@ def pytest_collection_modifyitems(
             if spec.space is not None and not isinstance(spec.space, str):
                 code_spaces.setdefault(spec.space.name, spec.space)
     messages = [MARKER_ERROR + "\n".join(errors)] if errors else []
+    if not errors and is_lock_writer(config):  # one warning per run, also under pytest-xdist
+        warn_unused_baseline_report(marked, state.settings)
     lock_path = state.settings.lock_path
     if code_spaces and state.settings.lock_mode == "check":
         # Spaces declared in code are pre-registered too: checked when collected.

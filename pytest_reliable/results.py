@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from pytest_reliable.baseline import BaselineComparison, per_instance
+from pytest_reliable.data import Records, record_location
 from pytest_reliable.evaluation import ScoreMatrix
 from pytest_reliable.gate import ThresholdCheck
 from pytest_reliable.pricing import Spend
@@ -121,6 +122,10 @@ class ReliableReport:
     established); None: they are stored as any model's."""
     sampling_arguments: frozenset[str] | None = None
     """What a callable model takes of temperature, max_tokens, seed, ...; None: not a callable."""
+    dataset: Records | None = None
+    """The evaluated records: messages name an instance by its record (`record_location`)."""
+    run_notes: list[str] = field(default_factory=list)
+    """Notes the run adds (e.g. a comparison left out under ``--reliable-save-baseline``)."""
     fields: SummaryFields = field(init=False)
 
     def __post_init__(self) -> None:
@@ -217,6 +222,7 @@ class ReliableReport:
         worst = self.summary.formats.worst
         if worst is None or worst.example is None:
             return None
+        example = worst.example
         return {
             "key": worst.key,
             "grouping": self.summary.formats.grouping,
@@ -224,10 +230,37 @@ class ReliableReport:
             "low": worst.low,
             "high": worst.high,
             "description": worst.description,
-            "prompt": render_messages(worst.example.prompt.messages),
-            "answer": worst.example.text,
+            "prompt": render_messages(example.prompt.messages),
+            "answer": example.text,
+            "answer_score": example.score,
+            "answer_parsed": example.parsed,
+            "instance": example.instance,
+            "record": record_location(self.dataset, example.instance),
+            "resampling": example.resampling if example.resampling >= 0 else None,
             "candidates": list(self.summary.formats.worst_candidates),
         }
+
+    def answers(self) -> tuple[int, int]:
+        """(unparsed, all) answers of the resamplings and the canonical pass."""
+        matrix = self.matrix
+        return self.summary.unparsed, int(matrix.scores.size + matrix.canonical_scores.size)
+
+    def _unparsed_lines(self) -> list[str]:
+        """How many answers could not be read, with one of them: when every answer is unparsed,
+        the thresholds' zeros say nothing about the model, only about the answer format."""
+        unparsed, total = self.answers()
+        if not unparsed:
+            return []
+        sample = next((c.text for c in self.matrix.cells if c.status == "ok" and not c.parsed
+                       and c.text is not None), None)
+        shown = "" if sample is None else (
+            f"; the model answered e.g. {cut_text(sample, LINE_LIMIT // 2)!r}")
+        if unparsed == total:
+            return [(f"  {unparsed} of {total} answers could not be read: check the task's "
+                     f"answer format (what the grader reads) against what the model "
+                     f"answers{shown}; an unread answer scores 0, so every threshold below is "
+                     "decided on zeros")]
+        return [f"  {unparsed} of {total} answers could not be read (scored as wrong){shown}"]
 
     def failure_message(self) -> str:
         lines = [f"reliable gate failed for {self.nodeid} (model {self.model})"]
@@ -237,6 +270,8 @@ class ReliableReport:
             lines.append("  no statistics: a missing answer is never scored as a wrong one")
             return "\n".join(lines)
         grouping = self.summary.formats.grouping
+        if self.failed_thresholds:
+            lines.extend(self._unparsed_lines())
         for check in self.failed_thresholds:
             where = f" (grouping: {grouping})" if check.name in RANGE_THRESHOLDS else ""
             lines.append(f"  {check.describe()}{where}")
@@ -244,32 +279,34 @@ class ReliableReport:
             lines.append("  decided on point estimates (decide='estimate'): no error control")
         worst = self.worst_variant()
         if worst is not None and self.failed_thresholds:
-            interval = ""
-            if worst.get("low") is not None and worst.get("high") is not None:
-                interval = f" [{worst['low']:.3f}, {worst['high']:.3f}]"
-            lines.append(
-                f"  worst {worst['grouping']} group: {worst['description']} "
-                f"scored {worst['score']:.3f}{interval} (paired within instance; noise floor "
-                f"of the range {_num(self.summary.formats.noise_floor)})"
-            )
-            confidence = self.summary.confidence
-            # The candidates are the range's keys ("wrapper={}."); worst_variant's key is the
-            # group's own ("{}.").
-            ranges = self.summary.formats
-            range_key = next((key for key, group in ranges.groups.items()
-                              if group is ranges.worst), worst["key"])
-            lines.append(f"  {_worst_set(range_key, worst['candidates'], confidence)}")
-            prompt = cut_text(worst["prompt"], PROMPT_SHOWN_CHARS)
-            lines.append("  its rendered prompt for one instance:")
-            lines.extend("    " + line for line in prompt.splitlines())
-            lines.append(f"  the model answered: {cut_text(str(worst['answer']), LINE_LIMIT)!r}")
+            unparsed, total = self.answers()
+            if unparsed < total:  # every group scored 0 otherwise: no group is the worst
+                lines.extend(self._worst_group_lines(worst))
+            lines.extend(_example_lines(worst, self.summary.n_resamplings))
         if self.baseline is not None:
             lines.extend(self.baseline.message_lines(PROMPT_SHOWN_CHARS))
         return "\n".join(lines)
 
+    def _worst_group_lines(self, worst: dict[str, Any]) -> list[str]:
+        interval = ""
+        if worst.get("low") is not None and worst.get("high") is not None:
+            interval = f" [{worst['low']:.3f}, {worst['high']:.3f}]"
+        lines = [(
+            f"  worst {worst['grouping']} group: {worst['description']} "
+            f"scored {worst['score']:.3f}{interval} (paired within instance; noise floor "
+            f"of the range {_num(self.summary.formats.noise_floor)})"
+        )]
+        # The candidates are the range's keys ("wrapper={}."); worst_variant's key is the
+        # group's own ("{}.").
+        ranges = self.summary.formats
+        range_key = next((key for key, group in ranges.groups.items()
+                          if group is ranges.worst), worst["key"])
+        lines.append(f"  {_worst_set(range_key, worst['candidates'], self.summary.confidence)}")
+        return lines
+
     def notes(self) -> list[str]:
         """Things a reader of the numbers must know (shown under the summary table)."""
-        notes = []
+        notes = list(self.run_notes)
         if self.summary.k > 1 and self.temperature == 0.0:
             notes.append(
                 f"k={self.summary.k} at temperature 0: the k samples are the same answer, so "
@@ -452,6 +489,31 @@ class ChecklistReport:
                 for check in self.thresholds
             ]
         return cast(ChecklistEntry, json_safe(data))
+
+
+def _example_lines(worst: dict[str, Any], n_resamplings: int) -> list[str]:
+    """The worst group's example (`summary.Group.example`): a prompt the model got wrong when
+    the group has one, named by its record and resampling as a person counts (from 1)."""
+    resampling = worst.get("resampling")
+    where = worst["record"] + (" (the canonical pass)" if resampling is None
+                               else f" (resampling {resampling + 1} of {n_resamplings})")
+    score = worst.get("answer_score")
+    if worst.get("answer_parsed") is False:
+        verdict, lines = "unread (unparsed): scored 0", []
+    elif isinstance(score, (int, float)) and score >= 1.0:
+        verdict = "right"
+        lines = [f"  the model got every prompt of this group right; one of them: {where}"]
+    else:
+        verdict = "wrong" if not score else f"partly right: scored {score:.3f}"
+        lines = [f"  an instance the model got wrong in this group: {where}"]
+    if not lines:
+        lines = [f"  an instance whose answer could not be read: {where}"]
+    prompt = cut_text(worst["prompt"], PROMPT_SHOWN_CHARS)
+    lines.append("  its rendered prompt for one instance:")
+    lines.extend("    " + line for line in prompt.splitlines())
+    lines.append(f"  the model answered: {cut_text(str(worst['answer']), LINE_LIMIT)!r} "
+                 f"({verdict})")
+    return lines
 
 
 def _unique(items: list[str]) -> list[str]:

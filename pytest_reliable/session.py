@@ -132,6 +132,8 @@ class ReliableSession:
     _project: ProjectModules | None = field(default=None, init=False)
     _run_store: Store | None = field(default=None, init=False)
     _said_run_scoped: set[str] = field(default_factory=set, init=False)
+    _progress: dict[str, list[ProgressEvent | None]] = field(default_factory=dict, init=False)
+    """Per test, the last progress event of each of its runners (`combined_progress`)."""
 
     # -- resources -------------------------------------------------------------------------
     def store_config(self) -> StoreConfig:
@@ -300,9 +302,14 @@ class ReliableSession:
         declared = getattr(model, "max_concurrency", None)
         concurrency = self.settings.concurrency or declared or REMOTE_CONCURRENCY
 
+        runs = self._progress.setdefault(nodeid, [])
+        runs.append(None)
+        run = len(runs) - 1
+
         def progress(event: ProgressEvent) -> None:
             if self.on_progress is not None:
-                self.on_progress(nodeid, event)
+                runs[run] = event
+                self.on_progress(nodeid, combined_progress(runs))
 
         return Runner(
             model,
@@ -358,6 +365,7 @@ class ReliableSession:
     ) -> ReliableReport:
         """Choose the test's run strategy, run it, summarize, compare with the baseline, gate,
         report."""
+        self._progress.pop(nodeid, None)
         test = self.reliable_test(nodeid, data, task, spec, user_model)
         if spec.circular:
             check_circular(test.dataset, task)
@@ -408,6 +416,7 @@ class ReliableSession:
             low, high = summary.mean_bound.interval(spec.confidence)
             report.pairwise = pairwise_entry(judge, ran.matrix.resampling_cells(), summary.mean,
                                              low, high)
+        report.run_notes += self.baseline_notes(test, pairing)
         return report
 
     def pairwise_baseline(self, test: ReliableTest, judge: Judge | None,
@@ -508,6 +517,8 @@ class ReliableSession:
         if not pairwise and spec.baseline is None and spec.max_regression is None and \
                 spec.min_win_rate is None:
             return None
+        if self.settings.save_baseline is not None and not pairwise:
+            return None  # this run is the baseline of later runs: nothing to compare with
         choice = choose_baseline(spec.baseline, user_baseline, self.settings.baseline_model,
                                  self.stored_baseline, test.nodeid)
         if choice.kind == "report":
@@ -521,6 +532,25 @@ class ReliableSession:
                 n_instances=len(test.dataset), k=spec.k,
             )
         return choice
+
+    def baseline_notes(self, test: ReliableTest, choice: BaselineChoice | None) -> list[str]:
+        """What the entry says about the baseline it did not use: ``--reliable-baseline-report``
+        given, but the ``reliable_baseline`` fixture or ``--reliable-baseline-model`` came first
+        (SPEC 9's order), so the stored report was not read for this test."""
+        saved, spec = self.settings.save_baseline, test.spec
+        if choice is None and saved is not None and (spec.baseline is not None
+                                                     or spec.max_regression is not None):
+            return [(f"not compared with a baseline (max_regression not checked): "
+                     f"--reliable-save-baseline {saved} records this run as the baseline of "
+                     "later runs (--reliable-baseline-report)")]
+        report = self.settings.baseline_report
+        if choice is None or report is None or spec.baseline is not None:
+            return []
+        if choice.kind == "report":
+            return []
+        first = ("the reliable_baseline fixture" if choice.kind == "fixture"
+                 else f"--reliable-baseline-model {choice.name}")
+        return [baseline_shadowed(first, report)]
 
     def compare_with_baseline(
         self, test: ReliableTest, choice: BaselineChoice, matrix: ScoreMatrix,
@@ -544,7 +574,7 @@ class ReliableSession:
                 on = self.model_named(choice.name, self.settings.baseline_base_url)
             scores = BaselineScores.from_matrix(on.identity, run_plan(on))
         result = compare(matrix, scores, ranges, mode=test.spec.mode,
-                         confidence=test.spec.confidence, seed=test.seed)
+                         confidence=test.spec.confidence, seed=test.seed, records=test.dataset)
         return _Compared(result, scores.problems)
 
     # -- CheckList tests -------------------------------------------------------------------
@@ -556,6 +586,7 @@ class ReliableSession:
         the predictions, gate.py decides the thresholds."""
         from pytest_reliable import checklist
 
+        self._progress.pop(nodeid, None)
         dataset = self.dataset(data)
         task.validate(dataset)
         model = self.resolve_model(user_model)
@@ -587,6 +618,16 @@ class ReliableSession:
             spend=Spend.total([runner.stats.spend]),
             run_scoped=run_scoped(model),
         )
+
+
+def combined_progress(runs: Sequence[ProgressEvent | None]) -> ProgressEvent:
+    """One test's progress over every runner it used so far, in order: a pilot and its
+    extension to n*, a pilot on a reference model and the gate, a baseline, a judge. Each run's
+    calls are known only when it starts (n* only after the pilot), so the total grows; it never
+    leaves out calls already made (a runner's batch wait and its calls are one run)."""
+    seen = [event for event in runs if event is not None]
+    return ProgressEvent(*(sum(getattr(event, name) for event in seen)
+                           for name in ("done", "total", "cached", "made", "failed")))
 
 
 def _gate(
@@ -641,7 +682,22 @@ def _reliable_report(
         spend=spend,
         run_scoped=run_scoped(test.model),
         sampling_arguments=getattr(test.model, "sampling_arguments", None),
+        dataset=test.dataset,
     )
+
+
+BASELINE_ORDER = ("the marker's baseline=, then the reliable_baseline fixture, then "
+                  "--reliable-baseline-model, then --reliable-baseline-report")
+"""Which baseline a comparing test uses (SPEC section 9), in words."""
+
+
+def baseline_shadowed(first: str, report: Any) -> str:
+    """The note (and the collection warning) when ``first`` wins over a stored baseline report
+    that was given too: the explicit flag loses, as SPEC 9's order says; the user must know."""
+    fix = ("make the fixture return None when --reliable-baseline-report is given"
+           if "fixture" in first else "drop --reliable-baseline-model")
+    return (f"compared with {first}, not with --reliable-baseline-report {report}: the baseline "
+            f"is {BASELINE_ORDER}; to compare with the stored report, {fix}")
 
 
 def unpriced_message(settings: Settings, identity: str) -> str:

@@ -80,6 +80,9 @@ class Settings:
     baseline_base_url: str | None = None
     """Default: ``base_url`` (the same server, another model)."""
     baseline_report: Path | None = None
+    save_baseline: Path | None = None
+    """``--reliable-save-baseline``: write the run's JSON report here too, as the baseline of
+    later runs; tests that would compare with a baseline run their candidate only."""
     report_path: Path | None = None
     """``--reliable-report``: the JSON report to write (None: none)."""
     history: Path | None = None

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_reliable import stats
+from pytest_reliable.data import record_location
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.evaluation import CANONICAL, CellResult, ScoreMatrix
 from pytest_reliable.nstar import curve_entry
@@ -87,15 +88,16 @@ def check_scores(matrix: ScoreMatrix, task: Task, dataset: Sequence[Any] | None 
         if isinstance(score, (int, float)) and math.isfinite(score) and 0.0 <= score <= 1.0:
             continue
         where = "the canonical pass" if cell.resampling == CANONICAL else (
-            f"resampling {cell.resampling}")
+            f"resampling {cell.resampling + 1} of {matrix.n_resamplings}")
         record = ""
         if dataset is not None and 0 <= cell.instance < len(dataset):
             text = str(dataset[cell.instance])
             record = f" {text[:80] + '...' if len(text) > 80 else text}"
         raise ScoreRangeError(
-            f"{task!r}: the grader returned score {score!r} for instance "
-            f"{cell.instance}{record} ({where}); scores must be numbers in [0, 1]. Fix the grader "
-            "(e.g. 1.0 right, 0.0 wrong, or a fraction of credit)."
+            f"{task!r}: the grader returned score {score!r} for the instance at "
+            f"{record_location(dataset, cell.instance)}{record} ({where}); scores must be "
+            "numbers in [0, 1]. Fix the grader (e.g. 1.0 right, 0.0 wrong, or a fraction of "
+            "credit)."
         )
 
 
@@ -107,6 +109,8 @@ class Group:
     description: str
     scores: list[float] = field(default_factory=list)
     example: CellResult | None = None
+    """The group's first answered cell with its lowest score (`_worse_example`): the prompt a
+    failure message shows."""
     estimate: float | None = None
     """Paired within instance, in [0, 1]; None until estimated (then `score` is the raw mean)."""
     low: float | None = None
@@ -234,9 +238,20 @@ def label_cells(
         if g is None:
             g = index[k] = len(groups)
             groups.append(Group(k, describe(cell), example=cell))
+        elif _worse_example(cell, groups[g].example):
+            groups[g].example = cell
         groups[g].scores.append(cell.score)
         labels[cell.resampling, cell.instance] = g
     return Labelling(name, groups, labels)
+
+
+def _worse_example(cell: CellResult, shown: CellResult | None) -> bool:
+    """Whether ``cell`` shows the group better than ``shown``: a failure report shows a prompt
+    the model got wrong, so the group's example is its first answered cell with the lowest
+    score (a call that did not complete has no answer to show)."""
+    if shown is None or (shown.status != "ok" and cell.status == "ok"):
+        return True
+    return cell.status == "ok" and cell.score < shown.score
 
 
 def estimate_labelling(

@@ -74,7 +74,7 @@ def test_non_binary_scores_and_pass_at_1() -> None:
 def test_scores_outside_the_unit_interval_name_task_and_instance() -> None:
     matrix, _ = simulated(2, "ilr", lambda cell: 1.0, seed=4)
     matrix.cells[5] = dataclasses.replace(matrix.cells[5], score=3.7)
-    with pytest.raises(ScoreRangeError, match=r"MultipleChoice.*3\.7 for instance 5"):
+    with pytest.raises(ScoreRangeError, match=r"MultipleChoice.*3\.7 for the instance at records, record 6 "):
         check_scores(matrix, MultipleChoice())
 
 

@@ -313,7 +313,7 @@ def run_mft(
             labels.append(example["label"])
         else:
             raise ValueError(f"mft needs a 'label' in every example (or expected=); example "
-                             f"{index} has none")
+                             f"{index + 1} (counted from 1) has none")
     predictions = _predict(predict, examples)
     failures, passed = [], []
     for example, label, prediction in zip(examples, labels, predictions):

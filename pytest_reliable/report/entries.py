@@ -222,7 +222,19 @@ class WorstVariantEntry(TypedDict):
     high: float | None
     description: str
     prompt: str
+    """The rendered prompt of one cell of the group: its first answered cell with the group's
+    lowest score, so a failing group shows a prompt the model got wrong."""
     answer: str | None
+    answer_score: float
+    """That cell's score (0: wrong or unread; 1: the group has no wrong answer)."""
+    answer_parsed: bool
+    instance: int
+    """The cell's instance: a 0-based index into the dataset (and ``per_instance``)."""
+    record: str
+    """Where the instance came from, as a person counts (1-based): ``data.jsonl, line 3``, or
+    ``records, record 4`` for records given in code."""
+    resampling: int | None
+    """The cell's resampling (0-based, as ``resampling_scores``); None: the canonical pass."""
     candidates: list[str]
     """The groups that could be the worst at the test's confidence (the range's
     ``worst_candidates``): ``key`` is the lowest estimate, not a proven worst."""

@@ -44,6 +44,47 @@ def middle_truncate(text: str, width: int) -> str:
     return text[: keep // 2] + "..." + text[len(text) - (keep - keep // 2):]
 
 
+def _common_prefix(a: str, b: str) -> int:
+    return len(os.path.commonprefix([a, b]))
+
+
+def _common_suffix(a: str, b: str) -> int:
+    return len(os.path.commonprefix([a[::-1], b[::-1]]))
+
+
+MIN_HEAD = 4
+"""Characters of a cut name kept before the "..." (the test function's first letters)."""
+
+
+def fit_name(name: str, width: int, others: Sequence[str] = ()) -> str:
+    """``name`` in ``width`` characters, told apart from ``others`` (the table's other names).
+
+    Parametrized tests share everything but their parameter ids, which sit at the end, so a
+    cut keeps the tail that distinguishes the name: the parameter id whole when it fits, at
+    least the characters from the end to the last one that differs from every other name. When
+    only the middle tells names apart, the part around the difference is shown."""
+    if len(name) <= width or width < 2 * MIN_HEAD + 3:
+        return middle_truncate(name, width)
+    keep = width - 3
+    rest = [other for other in others if other != name]
+    prefix = max((_common_prefix(name, other) for other in rest), default=0)
+    suffix = max((_common_suffix(name, other) for other in rest), default=0)
+    bracket = name.rfind("[")
+    parameter = len(name) - bracket if bracket > 0 and name.endswith("]") else 0
+    tail = min(keep - MIN_HEAD, max(keep - keep // 2, parameter, suffix + 1 if rest else 0))
+    head = keep - tail
+    if not rest or prefix < head or suffix < tail:
+        return name[:head] + "..." + name[len(name) - tail:]
+    # The names differ only in the middle: show the window from just before the difference.
+    start = min(max(0, prefix - MIN_HEAD), len(name) - (width - 6))
+    return "..." + name[start:start + width - 6] + "..."
+
+
+def fit_names(names: Sequence[str], width: int) -> list[str]:
+    """Each of ``names`` in ``width`` characters (`fit_name`), distinct where they were."""
+    return [fit_name(name, width, names) for name in names]
+
+
 def spread_cell(group: Any) -> str:
     """min/median/max of a range summary."""
     if not isinstance(group, dict):

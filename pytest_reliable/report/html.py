@@ -416,8 +416,21 @@ def _curve_points(values: Any) -> list[tuple[float, float]]:
     return [(float(i + 1), float(v)) for i, v in enumerate(values) if _is_num(v)]
 
 
-N_STAR_DRAWS = {"paper": "drawn without replacement",
-                "bootstrap": "drawn with replacement, as fresh resamplings"}
+N_STAR_METHODS = {
+    "paper": "paper: ReliableEval's n*, from subsets of the scores (n* at most their number)",
+    "bootstrap": "bootstrap: fresh resamplings drawn with replacement (n* may exceed the pilot)",
+}
+"""The n* methods in words (SPEC section 7; `stats.min_reliable_n`)."""
+N_STAR_CAPTIONS = {
+    "paper": ("the mean and the variance of n scores drawn without replacement from {scores} "
+              "fall from those of all of them (ReliableEval's n*, method paper)"),
+    "bootstrap": ("the mean and the standard deviation of n scores drawn with replacement, as "
+                  "fresh resamplings, from {scores} (their deviations from the mean scaled up by "
+                  "the pilot inflation, an upper confidence bound of a standard deviation) fall "
+                  "from those of all of them (method bootstrap)"),
+}
+"""What the second curve bounds differs: the paper bounds the variance (squared units), the
+bootstrap the standard deviation (the scores' units)."""
 
 
 def _curve_scores(curve: Mapping[str, Any]) -> str:
@@ -430,6 +443,9 @@ def _curve_scores(curve: Mapping[str, Any]) -> str:
 
 def n_star_section(entry: Mapping[str, Any]) -> str:
     curve = _mapping(entry.get("n_star_curve"))
+    # The curves were drawn by the method that computed them; n_star_method names the one that
+    # sized the run (older reports may lack one or the other).
+    method = curve.get("method") or entry.get("n_star_method")
     facts = _facts([
         ("n*", _int(entry.get("n_star"))
          + ("" if entry.get("n_star_reliable") is not False else
@@ -437,9 +453,10 @@ def n_star_section(entry: Mapping[str, Any]) -> str:
             f"eps = {_num(entry.get('achievable_eps'), 4)}")
          + ("" if (small := small_pilot_note(entry)) is None else
             f' <span class="bad">small pilot</span>: {_text(small, LONG_TEXT_CHARS)}')),
-        ("source / method", (f"{_word(entry.get('n_star_source'))} / "
-                            f"{_word(entry.get('n_star_method'))}")),
-        ("paper's n*", _int(entry.get("n_star_paper"))),
+        ("source", _word(entry.get("n_star_source"))),
+        ("method", _n_star_method(entry.get("n_star_method"))),
+        *([("paper's n*", _int(entry.get("n_star_paper")))]
+          if entry.get("n_star_method") == "bootstrap" else []),
         ("eps / delta", f"{_word(entry.get('eps'))} / {_word(entry.get('delta'))}"),
         ("pilot resamplings", _int(entry.get("pilot_n"))),
         ("curves over", f"{_curve_scores(curve)} ({_word(curve.get('method'))})" if curve
@@ -455,7 +472,8 @@ def n_star_section(entry: Mapping[str, Any]) -> str:
         return f"<h3>n* convergence</h3>{facts}<p class=\"note\">No curve: {why}.</p>"
     series = [
         ("mean deviation", mean_upper, COLORS["main"], False),
-        ("variance deviation", var_upper, COLORS["second"], True),
+        ("sd deviation" if method == "bootstrap" else "variance deviation", var_upper,
+         COLORS["second"], True),
     ]
     eps = entry.get("eps")
     hlines = [(f"eps = {tick_label(float(eps))}", float(eps))] if _is_num(eps) else []
@@ -466,11 +484,20 @@ def n_star_section(entry: Mapping[str, Any]) -> str:
         else []
     chart = line_chart(series, "resamplings n", "upper end of |deviation| (1 - delta/2 percentile)",
                        "n* convergence curve", hlines=hlines, vlines=vlines)
-    draws = N_STAR_DRAWS.get(str(curve.get("method")))
+    drawn = N_STAR_CAPTIONS.get(method if isinstance(method, str) else "",
+                                "the mean and the spread of n scores drawn from {scores} fall "
+                                "from those of all of them")
     return (f"<h3>n* convergence</h3>{facts}{chart}"
-            '<p class="caption">For each n, the (1 - delta/2) percentile of how far the mean and '
-            f"the variance of n scores {draws or 'drawn'} from {_curve_scores(curve)} fall from "
-            "those of all of them; n* is the first n where both are within eps.</p>")
+            '<p class="caption">For each n, the (1 - delta/2) percentile of how far '
+            f"{drawn.format(scores=_curve_scores(curve))}; n* is the first n where both are "
+            "within eps.</p>")
+
+
+def _n_star_method(method: Any) -> str:
+    """``n_star_method`` in words (an unknown one as it is written)."""
+    if isinstance(method, str) and method in N_STAR_METHODS:
+        return _text(N_STAR_METHODS[method])
+    return _word(method)
 
 
 def _baseline_groups(groups: Any) -> list[tuple[str, float, float | None, float | None, str]]:
@@ -556,10 +583,33 @@ def worst_variant_section(entry: Mapping[str, Any]) -> str:
         ("description", _word(worst.get("description"))),
         ("score", _num(worst.get("score"))),
         ("could be the worst", _candidates(worst.get("key"), worst.get("candidates"))),
+        ("instance shown", _instance_shown(worst)),
     ]) + "<p>Its rendered prompt for one instance:</p>"
         + f"<pre>{_text(worst.get('prompt', ''), LONG_TEXT_CHARS)}</pre>"
         + "<p>The model answered:</p>"
         + f"<pre>{_text(worst.get('answer', ''), LONG_TEXT_CHARS)}</pre>")
+
+
+def _instance_shown(worst: Mapping[str, Any]) -> str:
+    """Which record the worst group's prompt is (1-based, as the dataset counts) and how the
+    model did on it (older reports do not say)."""
+    record = worst.get("record")
+    if not isinstance(record, str):
+        return NOT_REPORTED
+    resampling = worst.get("resampling")
+    where = (" (the canonical pass)" if resampling is None else
+             f" (resampling {resampling + 1})" if isinstance(resampling, int)
+             and not isinstance(resampling, bool) else "")
+    score = worst.get("answer_score")
+    if worst.get("answer_parsed") is False:
+        how = "its answer could not be read (unparsed)"
+    elif not _is_num(score):
+        how = ""
+    elif score >= 1.0:
+        how = "answered right: the group has no wrong answer"
+    else:
+        how = "answered wrong" if score == 0 else f"partly right ({_num(score)})"
+    return _word(record + where) + (f": {how}" if how else "")
 
 
 def _candidates(key: Any, candidates: Any) -> str:

@@ -11,6 +11,7 @@ from pytest_reliable.report.format import (
     NARROW,
     Column,
     cut_text,
+    fit_names,
     header,
     middle_truncate,
     reliable_columns,
@@ -57,7 +58,7 @@ def _fit(entries: Sequence[Entry], names: list[str], columns: list[Column],
         columns = [NARROW.get(c.header, c) for c in columns]
     spare = width - table_width(columns, 0)
     name_width = max(MIN_NAME_WIDTH, min(name_width, spare))
-    shown = [middle_truncate(name, name_width) for name in names]
+    shown = fit_names(names, name_width)
     return _render(header(columns), [row(e, n, columns) for e, n in zip(entries, shown)])
 
 

@@ -20,7 +20,7 @@ path, line and fix), `core` (`Space`, built from a declaration: hash and format 
 (reliable.yaml) and `lock` (reliable.lock).
 """
 
-from pytest_reliable.space.config import load_spaces, parse_spaces
+from pytest_reliable.space.config import load_spaces, lookalike, parse_spaces
 from pytest_reliable.space.core import Space, iter_variants
 from pytest_reliable.space.declaration import FewShot
 from pytest_reliable.space.dimensions import (
@@ -30,7 +30,13 @@ from pytest_reliable.space.dimensions import (
     VALUE_DIMENSIONS,
 )
 from pytest_reliable.space.labels import enumerator_labels
-from pytest_reliable.space.lock import LockDifference, compare_lock, read_lock, write_lock
+from pytest_reliable.space.lock import (
+    LockDifference,
+    compare_lock,
+    lock_update_summary,
+    read_lock,
+    write_lock,
+)
 from pytest_reliable.space.variant import Variant
 
 __all__ = [
@@ -46,6 +52,8 @@ __all__ = [
     "enumerator_labels",
     "iter_variants",
     "load_spaces",
+    "lock_update_summary",
+    "lookalike",
     "parse_spaces",
     "read_lock",
     "write_lock",

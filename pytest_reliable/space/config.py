@@ -1,8 +1,10 @@
-"""reliable.yaml: parsing the spaces a project declares, with line numbers in every error."""
+"""reliable.yaml: parsing the spaces a project declares, with line numbers in every error; what
+a space name that is not declared resembles (`lookalike`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -129,3 +131,45 @@ def load_spaces(path: str | Path) -> dict[str, Space]:
                                   "as UTF-8.") from None
     return parse_spaces(text, source=path.name)
 
+
+
+def _forms(text: str) -> str:
+    """Which Unicode normal forms ``text`` is in, in words (e.g. "NFC", "NFD", "neither")."""
+    forms = [form for form in ("NFC", "NFD") if unicodedata.is_normalized(form, text)]
+    return " and ".join(forms) if forms else "neither NFC nor NFD"
+
+
+def _visible(text: str) -> str:
+    """``text`` without format characters (zero-width spaces and joiners, BOM)."""
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+
+
+def lookalike(name: str, declared: Iterable[str]) -> str | None:
+    """How ``name`` differs from a declared space name that reads the same (its code points
+    written out), and the fix; None when it resembles none.
+
+    A name typed in one editor and declared in another can differ only in how an accent is
+    encoded ("é" as one code point (NFC) or "e" + a combining accent (NFD)), in compatibility
+    characters (full-width letters, ligatures), invisible characters or case; each looks like
+    a name that is declared, and the error must say so."""
+    checks: tuple[tuple[Callable[[str], str], Callable[[str, str], str]], ...] = (
+        (lambda t: unicodedata.normalize("NFC", t),
+         lambda a, b: (f"only in Unicode normalisation (how an accent is encoded): the name asked "
+                       f"for is {_forms(a)}, the declared one {_forms(b)}")),
+        (lambda t: unicodedata.normalize("NFKC", t),
+         lambda a, b: "only in compatibility characters (e.g. full-width letters or ligatures)"),
+        (lambda t: unicodedata.normalize("NFKC", _visible(t)),
+         lambda a, b: "in invisible characters (zero-width spaces or joiners)"),
+        (lambda t: unicodedata.normalize("NFKC", _visible(t)).casefold(),
+         lambda a, b: "only in case"),
+    )
+    others = [str(other) for other in declared if str(other) != name]
+    for key, says in checks:
+        for other in others:
+            if key(other) == key(name):
+                return (f"{name!r} looks like the declared space {other!r} but differs "
+                        f"{says(name, other)}; code points {name!a} vs {other!a}. "
+                        "Fix: spell it with the declaration's code points (copy the name from "
+                        "where the space is declared), or rename the space there; most editors "
+                        "save NFC")
+    return None

@@ -73,3 +73,24 @@ def compare_lock(spaces: Mapping[str, Space], lock: Mapping[str, Mapping[str, An
         out.append(LockDifference(name, changed or ("declaration",)))
     return out
 
+
+
+def lock_update_summary(before: Mapping[str, Mapping[str, Any]],
+                        after: Mapping[str, Mapping[str, Any]]) -> str:
+    """What a rewrite of reliable.lock changed, one phrase per space (both sides as
+    `read_lock` returns them): ``mcq 1a2b3c4d5e6f (changed: wrapper)``, ``yn ... (new)``,
+    ``old (dropped)``, or unchanged."""
+    parts = []
+    for name, entry in sorted(after.items()):
+        shown = f"{name} {str(entry.get('hash', ''))[:12]}"
+        old = before.get(name)
+        if old is None:
+            parts.append(f"{shown} (new)")
+        elif old.get("hash") != entry.get("hash"):
+            mine, locked = entry.get("declaration") or {}, old.get("declaration") or {}
+            changed = [k for k in KEYS if mine.get(k) != locked.get(k)] or ["declaration"]
+            parts.append(f"{shown} (changed: {', '.join(changed)})")
+        else:
+            parts.append(f"{shown} (unchanged)")
+    parts += [f"{name} (dropped)" for name in sorted(set(before) - set(after))]
+    return ", ".join(parts) if parts else "no spaces"

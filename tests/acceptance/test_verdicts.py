@@ -197,7 +197,7 @@ def test_generous(reliable):
     result, report = run_json(pytester)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        ("*Generation(grader='generous'): the grader returned score 3.7 for instance 0*"
+        ("*Generation(grader='generous'): the grader returned score 3.7 for the instance at records, record 1 *"
          "scores must be numbers in [[]0, 1]*"),
     ])
     assert "Traceback" not in result.stdout.str() and "pytest_reliable/" not in result.stdout.str()
