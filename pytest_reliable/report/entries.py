@@ -163,8 +163,14 @@ class JudgeEntry(TypedDict):
     cells: int
     """Judged cells (answers that came back, not empty)."""
     unparsed_votes: int
+    """Votes that yielded no grade (the reply could not be read, or the call did not complete):
+    failing votes."""
+    max_unparsed: float
+    """The share of the votes that may come back unread before the test errors as the judge's
+    failure (`Judge(max_unparsed=...)`)."""
     agreement: float | None
-    """Share of judged cells whose votes all agree."""
+    """Share of the judged cells with two or more parsed votes whose parsed votes all agree
+    (null without such a cell, and when the test errored)."""
     judge_variance_share: float | None
     """Share of the cells' score variance that lies between votes of one answer (null with one
     vote or fewer than 2 cells)."""
