@@ -327,7 +327,7 @@ def _pairwise_verdicts(
     baseline = [a.response.text.strip() if a.status == "ok" and a.response is not None else None
                 for a in answers]
     verdicts = judge.compare_all(items, baseline, judging.judge)
-    return [v if b is not None else Verdict(v.votes, v.problems + (
+    return [v if b is not None else replace(v, problems=v.problems + (
         f"baseline {a.status}: {a.error or a.status}",)) for v, b, a in zip(
         verdicts, baseline, answers)]
 

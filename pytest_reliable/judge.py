@@ -255,7 +255,8 @@ class Judge:
         """Each candidate answer (``items``) against the baseline's answer of the same cell, in
         both orders, ``votes`` votes each. Per order the decision is the majority of its votes
         (no majority: no decision); the two orders agreeing give a win (1) or a loss (0), else
-        a tie (0.5). A cell without a baseline answer is a tie with no votes cast."""
+        a tie (0.5). A cell without a baseline answer is a tie with no votes cast (and its
+        baseline call a problem of the test)."""
         from pytest_reliable.runner import Request
 
         requests: list[Request] = []
@@ -270,7 +271,7 @@ class Judge:
         verdicts = []
         for other in baseline:
             if other is None:
-                verdicts.append(Verdict((None,) * (2 * self.votes), (), 0.5))
+                verdicts.append(Verdict((), (), 0.5))
                 continue
             votes: list[float | None] = []
             problems: list[str] = []
@@ -372,12 +373,15 @@ def unread_judge(judge: Judge, identity: str, cells: Sequence[CellResult]) -> st
 
 
 def pairwise_entry(judge: Judge, cells: Sequence[CellResult], estimate: float,
-                   low: float, high: float) -> PairwiseEntry:
-    """The entry's ``pairwise`` (SPEC section 12) over the resampling cells a pairwise judge
-    scored: wins, ties and losses, the win rate with the clustered interval of the gate's mean
-    (``estimate``, ``low``, ``high``), and ``position_bias``: the share of parsed votes that
-    picked the answer shown first, minus 0.5 (votes[:votes] showed the candidate first)."""
-    scores = [c.score for c in cells if c.votes]
+                   low: float, high: float, baseline_model: str) -> PairwiseEntry:
+    """The entry's ``pairwise`` (SPEC section 12) over the resampling cells of a pairwise judge's
+    test: ``baseline_model`` (the model compared with), ``cells`` = ``win`` + ``tie`` + ``loss``
+    (every cell scored: a cell whose candidate gave no answer to judge is a loss, as the win rate
+    counts it, so (win + tie / 2) / cells is the estimate), the win rate with the clustered
+    interval of the gate's mean (``estimate``, ``low``, ``high``), and ``position_bias``: the
+    share of parsed votes that picked the answer shown first, minus 0.5 (votes[:votes] showed
+    the candidate first)."""
+    scores = [c.score for c in cells]
     firsts = parsed = 0
     for cell in cells:
         for index, vote in enumerate(cell.votes):
@@ -387,6 +391,8 @@ def pairwise_entry(judge: Judge, cells: Sequence[CellResult], estimate: float,
             candidate_first = index < judge.votes
             firsts += int((vote == 1.0) == candidate_first)
     return {
+        "baseline_model": baseline_model,
+        "cells": len(scores),
         "win": sum(s == 1.0 for s in scores),
         "tie": sum(s == 0.5 for s in scores),
         "loss": sum(s == 0.0 for s in scores),

@@ -41,11 +41,11 @@ RANGE_THRESHOLDS = ("min_worst", "max_spread", "min_median")
 STATISTICS = (
     "mean", "std", "canonical", "formats", "orders", "dimensions", "pass_at_1", "pass_at_k",
     "pass_hat_k", "n_star", "n_star_reliable", "achievable_eps", "n_star_curve",
-    "resampling_scores", "per_instance", "baseline", "maj_at_k", "pairwise", "circular",
+    "resampling_scores", "per_instance", "baseline", "maj_at_k", "circular",
 )
 """Entry fields that are nulled when the test's calls did not all complete (verdict error);
-``judge`` keeps what names the judge and its counts, with null statistics: an unreadable judge's
-error reads its counts there."""
+``judge`` and ``pairwise`` keep what names them (the judge, its counts, the baseline model) with
+null statistics: an unreadable judge's error reads its counts there."""
 
 
 def _num(value: float | None) -> str:
@@ -325,6 +325,11 @@ class ReliableReport:
             data["worst_variant"] = None
             if self.judge is not None:
                 data["judge"] = {**self.judge, "agreement": None, "judge_variance_share": None}
+            if self.pairwise is not None:
+                data["pairwise"] = {
+                    **self.pairwise, "cells": None, "win": None, "tie": None, "loss": None,
+                    "win_rate": {"estimate": None, "low": None, "high": None},
+                    "position_bias": None}
         return cast(ReliableEntry, json_safe(data))
 
 

@@ -366,7 +366,7 @@ class ReliableSession:
         if against is not None and judge is not None and summary.mean_bound is not None:
             low, high = summary.mean_bound.interval(spec.confidence)
             report.pairwise = pairwise_entry(judge, ran.matrix.resampling_cells(), summary.mean,
-                                             low, high)
+                                             low, high, against.identity)
         return report
 
     def pairwise_baseline(self, test: ReliableTest, judge: Judge | None,

@@ -382,6 +382,83 @@ def test_the_table_and_the_page_show_the_win_rate(tmp_path: Path) -> None:
     assert "Pairwise against the baseline" in page and "24 / 0 / 0" in page
 
 
+def test_the_pairwise_entry_names_the_baseline_and_its_cells_add_up(tmp_path: Path) -> None:
+    def instance(prompt: str) -> int:
+        return int(re.findall(r"What is (\d+) plus", prompt)[-1])
+
+    def candidate(prompt: str) -> str:  # wins on 0-1, gives no answer on 2, ties on 3, loses after
+        return {0: "good", 1: "good", 2: "", 3: "same"}.get(instance(prompt), "bad")
+
+    def baseline(prompt: str) -> str:
+        return "same" if instance(prompt) == 3 else "ok"
+
+    rank = {"good": 3, "ok": 2, "same": 1, "bad": 0}
+
+    def judge(messages: list[Message]) -> str:
+        first, second = _answers(messages)
+        return "1" if rank[first] >= rank[second] else "2"  # alike: the first, in both orders
+
+    report = _pairwise_run(tmp_path, judge, candidate, baseline)
+    pairwise = report.entry("passed")["pairwise"]
+    assert pairwise["baseline_model"] == "base"
+    # 4 resamplings x 6 instances: the empty answer was never judged and is a loss, as the win
+    # rate (the gate's mean) counts it.
+    assert (pairwise["win"], pairwise["tie"], pairwise["loss"], pairwise["cells"]) == (
+        8, 4, 12, 24)
+    assert pairwise["win_rate"]["estimate"] == pytest.approx((8 + 4 / 2) / 24) == report.mean
+    assert report.entry("passed")["judge"]["unparsed_votes"] == 0
+
+    from pytest_reliable.report.html import entry_section
+
+    page = entry_section(1, report.entry("passed"), "x", opened=True)
+    assert "<dt>baseline model</dt><dd>base</dd>" in page and "8 / 4 / 12 of 24" in page
+
+
+def test_a_pairwise_judge_that_cannot_be_read_errors_and_keeps_the_baseline_named(
+    tmp_path: Path,
+) -> None:
+    from pytest_reliable.report.format import WIN_RATE_COLUMN
+    from pytest_reliable.report.terminal import summary_table
+
+    report = _pairwise_run(tmp_path, lambda messages: "Both are fine.", lambda p: "good",
+                           lambda p: "bad", min_win_rate=0.5)
+    # (4 resamplings + k=1) x 6 instances, each pair asked in both orders, 1 vote each.
+    assert report.problems[0].startswith(
+        "judge pair-judge could not be read: 60 of 60 votes (100%) came back without 1 or 2, ")
+    entry = report.entry("error")
+    assert entry["pairwise"] == {
+        "baseline_model": "base", "cells": None, "win": None, "tie": None, "loss": None,
+        "win_rate": {"estimate": None, "low": None, "high": None}, "position_bias": None}
+    table = "\n".join(summary_table([entry]))
+    assert WIN_RATE_COLUMN in table and "1.00 [" not in table
+
+
+def test_a_cell_whose_baseline_did_not_answer_is_a_problem_with_no_votes_cast(
+    tmp_path: Path,
+) -> None:
+    def baseline(prompt: str) -> str:
+        if "What is 0 plus" in prompt:
+            raise RuntimeError("baseline down")
+        return "bad"
+
+    def fair(messages: list[Message]) -> str:
+        return "1" if _answers(messages)[0] == "good" else "2"
+
+    judge = Judge(chat_model(fair, id="pair-judge"), "the better answer", votes=1, pairwise=True)
+    s = session(tmp_path, no_cache=True, max_retries=0)
+    try:
+        report = s.run_reliable("t::x", DATA, Generation(grader=judge), ReliableSpec(n=4),
+                                text_model(lambda p: "good", id="cand"),
+                                user_baseline=text_model(baseline, id="base"))
+    finally:
+        s.close()
+    assert any("baseline down" in p for p in report.problems)
+    down = [c for c in report.matrix.resampling_cells() if c.instance == 0]
+    assert {(c.score, c.votes) for c in down} == {(0.5, ())}  # a tie; no vote was asked
+    judge_entry = report.entry("error")["judge"]
+    assert judge_entry is not None and judge_entry["unparsed_votes"] == 0
+
+
 def test_judge_task_reads_the_judges_verdict_not_a_keyword(tmp_path: Path) -> None:
     def worded(prompt: str) -> str:
         return "It passes." if exact(prompt) == "PASS" else "This answer does not pass."
