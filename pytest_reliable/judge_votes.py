@@ -19,11 +19,16 @@ and a reply that states none, or more than one, yields no vote (None: an unparse
      (``4/5``, ``4 out of 5``). A number off the scale (``0``, ``3.5``, ``8/10``) or a range
      (``3-4``, ``3 or 4``) is no vote.
    - 1 or 2: a leading position (``2``, ``Answer 2.``) and what the reply says of a position
-     ("Answer 2 is better", "answer 1 is worse").
+     ("Answer 2 is better", "answer 1 is worse"); a leading position with the other one
+     mentioned and nothing said of either ("Answer 1: Paris. Answer 2: Lyon", the prompt
+     echoed) is no vote.
 
 Case, surrounding whitespace and Markdown emphasis never matter. Nothing else is guessed: a
-number somewhere in a sentence ("the answer 4 is right") is no score, and a reply that says
-PASS and FAIL, 3 and 4, or 1 and 2 is no vote, whichever it says last.
+number somewhere in a sentence ("the answer 4 is right") is no score, a reply that says PASS and
+FAIL, 3 and 4, or 1 and 2 is no vote whichever it says last, and a tie ("both are fine") is no
+vote (the prompt asks for 1 or 2). A judge that reasons before its verdict should be asked to
+label it ("... Verdict: PASS"): unlabelled reasoning that uses the other verdict's word makes
+the reply ambiguous.
 """
 
 from __future__ import annotations
