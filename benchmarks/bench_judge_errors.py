@@ -122,21 +122,26 @@ class Job:
     resamplings: int
 
 
-def run_job(job: Job) -> list[tuple[str, str, bool]]:
+def run_job(job: Job) -> tuple[list[tuple[str, str, bool]], bool]:
     """(offset label, policy, passed) for one repetition: one run, every limit and policy decided
-    from its summary by the function run_reliable decides with."""
+    from its summary by the function run_reliable decides with; and whether the run's judge
+    could not be read (more than max_unparsed of its votes unread: the test would report an
+    error, which these rates leave aside to keep measuring the bounds)."""
     case = job.case
     session = ReliableSession(Settings(rootdir=Path("."), no_cache=True))
     data = [{"question": f"Item {job.rep}-{i}: what is it?"} for i in range(job.instances)]
     judge = Judge(chat_model(case.judge, id=f"judge-{case.name}"), "The answer is right.",
                   votes=case.votes)
     out = []
+    unread = False
     try:
         report = session.run_reliable(
             f"bench::{case.name}-{job.rep}", data, Generation(grader=judge),
             ReliableSpec(space=SPACE, n=job.resamplings, confidence=CONFIDENCE),
             text_model(case.model, id=f"sim-{case.p}"),
         )
+        unread = any(p.startswith(f"judge judge-{case.name} could not be read")
+                     for p in report.problems)
         for label, offset in OFFSETS.items():
             spec = ReliableSpec(space=SPACE, n=job.resamplings, confidence=CONFIDENCE,
                                 min_score=min(1.0, max(0.0, case.truth - offset)))
@@ -145,7 +150,7 @@ def run_job(job: Job) -> list[tuple[str, str, bool]]:
                 out.append((label, policy, bool(check.passed)))
     finally:
         session.close()
-    return out
+    return out, unread
 
 
 def rate(passes: list[bool]) -> tuple[float, float]:
@@ -167,8 +172,10 @@ def main(argv: list[str] | None = None) -> int:
             for case in CASES for rep in range(reps)]
     start = time.perf_counter()
     results: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
+    unread: dict[str, int] = defaultdict(int)
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        for job, rows in zip(jobs, pool.map(run_job, jobs, chunksize=4)):
+        for job, (rows, judge_unread) in zip(jobs, pool.map(run_job, jobs, chunksize=4)):
+            unread[job.case.name] += judge_unread
             for label, policy, passed in rows:
                 results[(job.case.name, label, policy)].append(passed)
     print(f"min_score pass rate (± MC s.e.), {reps} repetitions, N={args.instances} instances, "
@@ -190,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
                     failures.append(f"{case.name}, {label}: fail-on-evidence fails {1 - p:.3f}")
             print(f"| {case.name} (p={case.p}, u={case.u}, fn={case.fn}, fp={case.fp}) | "
                   f"{case.truth:.3f} | {label} ({offset:+.2f}) | " + " | ".join(cells) + " |")
+    print("\nruns whose judge could not be read (more than max_unparsed=0.1 of the votes unread: "
+          "the test reports an error; the rates above leave this aside):")
+    for case in CASES:
+        print(f"  {case.name} (u={case.u}): {unread[case.name]} of {reps}")
     print(f"\n{len(jobs)} gates in {time.perf_counter() - start:.0f} s")
     if failures:
         print("TARGETS MISSED:\n  " + "\n  ".join(failures))

@@ -95,6 +95,9 @@ class CellResult:
     prediction: Any = None
     votes: tuple[float | None, ...] = ()
     """A judge's votes behind ``score`` (empty when no judge graded the cell)."""
+    unread: tuple[str, ...] = ()
+    """The judge's replies that came back without a vote (what an unreadable judge's error
+    quotes)."""
 
     @property
     def resampling(self) -> int:
@@ -306,7 +309,7 @@ def _judged(
             verdict = verdicts[j]
             graded.append(CellResult(cell, result.status, result.response.text, None,
                                      verdict.score, True, result.response.text.strip(),
-                                     verdict.votes))
+                                     verdict.votes, verdict.unread))
     return graded
 
 
@@ -324,7 +327,7 @@ def _pairwise_verdicts(
     baseline = [a.response.text.strip() if a.status == "ok" and a.response is not None else None
                 for a in answers]
     verdicts = judge.compare_all(items, baseline, judging.judge)
-    return [v if b is not None else Verdict(v.votes, v.problems + (
+    return [v if b is not None else replace(v, problems=v.problems + (
         f"baseline {a.status}: {a.error or a.status}",)) for v, b, a in zip(
         verdicts, baseline, answers)]
 

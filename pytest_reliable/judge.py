@@ -13,7 +13,14 @@ the response.
 A cell's score is the mean of its votes, in [0, 1]; a vote the reply does not yield (or whose
 call did not complete) is a failing vote, counted in ``unparsed_votes``. The bounds of section 11
 (clustered by instance) then hold for the judged cells as for any other score in [0, 1];
-`judge_entry` reports how noisy the judge was (``agreement``, ``judge_variance_share``).
+`judge_entry` reports how noisy the judge was (``agreement``, ``judge_variance_share``). How a
+reply yields a vote is `judge_votes`' grammar: the form the judge was asked for, and only
+unambiguous variants of it.
+
+A judge whose replies cannot be read is the judge's failure, not the model's: when more than
+``max_unparsed`` of a test's votes came back but yielded no grade, `unread_judge` names the judge,
+the share and one such reply, and the test reports an error (no statistics), as a test whose
+calls did not complete does: a missing grade is not a wrong answer.
 
 The judge is checked when a test uses it (`Judge.check`), not when it is built, so a bad
 argument stops the run with a usage error before any call, wherever the judge was written.
@@ -23,14 +30,15 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_reliable.errors import ReliableConfigError
+from pytest_reliable.judge_votes import read_choice, read_one_to_five, read_pass_fail
 from pytest_reliable.models.base import SamplingParams
 from pytest_reliable.models.named import NamedModel
+from pytest_reliable.report.format import cut_text
 
 if TYPE_CHECKING:
     from pytest_reliable.evaluation import CellResult
@@ -40,9 +48,16 @@ if TYPE_CHECKING:
 SCALES = ("pass/fail", "1-5")
 JUDGE_SCOPE = "judge"
 """The requests' scope: a judge's vote never shares a key with a call of the model under test."""
-PASS_FAIL = re.compile(r"\b(pass|fail)(?:ed|es|ing)?\b", re.IGNORECASE)
-PAIR_CHOICE = re.compile(r"(?<![\d.])([12])(?![\d.]*\d)")
-ONE_TO_FIVE = re.compile(r"(?<![\d.])([1-5])(?![\d.]*\d)(?:\s*/\s*5)?")
+MAX_UNPARSED = 0.1
+"""The default share of a test's votes that may come back unreadable before the test errors: a
+sampled judge's occasional off-format reply stays a failing vote (SPEC section 12), while a judge
+whose replies do not follow its prompt (a chat model too small, a reply cut by ``max_tokens``)
+stops the test instead of failing the model on votes it never gave. At 0.1 unread replies move a
+judged score by at most 0.1; a judge whose replies are off-format 5% of the time (the noisy
+judges of benchmarks/bench_judge_errors.py) passes it in 97 of 100 runs at one vote per answer
+and 99 of 100 at three."""
+REPLY_SHOWN_CHARS = 100
+"""Characters of an unread reply an unreadable judge's error quotes (the line stays whole)."""
 
 
 class JudgeUsageError(ReliableConfigError):
@@ -70,12 +85,14 @@ class Verdict:
     outcome: float | None = None
     """A pairwise verdict's win 1, tie 0.5 or loss 0 (the votes then say which answer each
     vote preferred: 1 the candidate, 0 the baseline)."""
+    unread: tuple[str, ...] = ()
+    """The replies that came back but yielded no vote (what `unread_judge` quotes)."""
 
     @property
     def score(self) -> float:
         if self.outcome is not None:
             return self.outcome
-        return sum(v or 0.0 for v in self.votes) / len(self.votes)
+        return sum(v or 0.0 for v in self.votes) / len(self.votes) if self.votes else 0.0
 
     @property
     def unparsed(self) -> int:
@@ -88,6 +105,9 @@ class Judge:
     ``scale``: ``"pass/fail"`` (a vote is 1 or 0) or ``"1-5"`` (mapped to 0, 0.25, ..., 1).
     ``pairwise=True``: a judge of two answers (candidate vs baseline, SPEC section 9).
     ``id``: the judge's identity in the cache and the report (default: its model's).
+    ``max_unparsed``: the share of a test's votes that may come back unreadable (each a failing
+    vote) before the test errors as the judge's failure (default `MAX_UNPARSED`, 0.1; 1.0 never
+    errors).
     """
 
     def __init__(
@@ -101,6 +121,7 @@ class Judge:
         id: str | None = None,
         pairwise: bool = False,
         max_tokens: int = 16,
+        max_unparsed: float = MAX_UNPARSED,
     ) -> None:
         self.model = model
         self.rubric = rubric
@@ -110,6 +131,7 @@ class Judge:
         self.id = id
         self.pairwise = pairwise
         self.max_tokens = max_tokens
+        self.max_unparsed = max_unparsed
 
     def __repr__(self) -> str:
         return (f"Judge(id={self.id!r}, votes={self.votes!r}, scale={self.scale!r}, "
@@ -140,6 +162,10 @@ class Judge:
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or (
                 self.max_tokens < 1):
             raise bad("max_tokens", self.max_tokens, "an integer >= 1")
+        if (isinstance(self.max_unparsed, bool) or not isinstance(self.max_unparsed, int | float)
+                or not 0 <= self.max_unparsed <= 1):
+            raise bad("max_unparsed", self.max_unparsed,
+                      "a share from 0 to 1 of the test's votes (1 never errors)")
         if self.model is None or not (isinstance(self.model, NamedModel) or callable(self.model)
                                       or hasattr(self.model, "acomplete")
                                       or hasattr(self.model, "complete")):
@@ -178,25 +204,30 @@ class Judge:
         return [Request(messages, self.params, vote, JUDGE_SCOPE) for vote in range(self.votes)]
 
     def parse(self, reply: str) -> float | None:
-        """A vote in [0, 1], or None when the reply does not yield one."""
-        if self.scale == "1-5":
-            found = {int(m.group(1)) for m in ONE_TO_FIVE.finditer(reply)}
-            return (found.pop() - 1) / 4 if len(found) == 1 else None
-        words = {m.group(1).lower() for m in PASS_FAIL.finditer(reply)}
-        if len(words) != 1:
-            return None
-        return 1.0 if words == {"pass"} else 0.0
+        """A vote in [0, 1], or None when the reply does not yield one (`judge_votes`)."""
+        return read_one_to_five(reply) if self.scale == "1-5" else read_pass_fail(reply)
+
+    @property
+    def asked_for(self) -> str:
+        """The reply the judge's prompt asks for, as a failure message names it."""
+        if self.pairwise:
+            return "1 or 2"
+        return "a number from 1 to 5" if self.scale == "1-5" else "PASS or FAIL"
 
     def verdict(self, results: Sequence[CallResult]) -> Verdict:
         votes: list[float | None] = []
         problems: list[str] = []
+        unread: list[str] = []
         for result in results:
             if result.status != "ok" or result.response is None:
                 votes.append(None)
                 problems.append(f"judge {result.status}: {result.error or result.status}")
-            else:
-                votes.append(self.parse(result.response.text))
-        return Verdict(tuple(votes), tuple(problems))
+                continue
+            vote = self.parse(result.response.text)
+            votes.append(vote)
+            if vote is None:
+                unread.append(result.response.text)
+        return Verdict(tuple(votes), tuple(problems), unread=tuple(unread))
 
     def grade_all(self, items: Sequence[JudgedItem], runner: Runner) -> list[Verdict]:
         """Every item's votes, in one batch through ``runner`` (the judge's model's runner)."""
@@ -218,16 +249,16 @@ class Judge:
         return (("system", instruction), ("user", "\n\n".join(parts)))
 
     def parse_choice(self, reply: str) -> int | None:
-        """1 or 2 (the position of the better answer), or None."""
-        found = {int(m.group(1)) for m in PAIR_CHOICE.finditer(reply)}
-        return found.pop() if len(found) == 1 else None
+        """1 or 2 (the position of the better answer), or None (`judge_votes`)."""
+        return read_choice(reply)
 
     def compare_all(self, items: Sequence[JudgedItem], baseline: Sequence[str | None],
                     runner: Runner) -> list[Verdict]:
         """Each candidate answer (``items``) against the baseline's answer of the same cell, in
         both orders, ``votes`` votes each. Per order the decision is the majority of its votes
         (no majority: no decision); the two orders agreeing give a win (1) or a loss (0), else
-        a tie (0.5). A cell without a baseline answer is a tie with no votes cast."""
+        a tie (0.5). A cell without a baseline answer is a tie with no votes cast (and its
+        baseline call a problem of the test)."""
         from pytest_reliable.runner import Request
 
         requests: list[Request] = []
@@ -242,10 +273,11 @@ class Judge:
         verdicts = []
         for other in baseline:
             if other is None:
-                verdicts.append(Verdict((None,) * (2 * self.votes), (), 0.5))
+                verdicts.append(Verdict((), (), 0.5))
                 continue
             votes: list[float | None] = []
             problems: list[str] = []
+            unread: list[str] = []
             for candidate_at in (1, 2):
                 for _ in range(self.votes):
                     result = next(results)
@@ -255,11 +287,13 @@ class Judge:
                         continue
                     choice = self.parse_choice(result.response.text)
                     votes.append(None if choice is None else float(choice == candidate_at))
+                    if choice is None:
+                        unread.append(result.response.text)
             shown_first = self._decision(votes[:self.votes])  # the candidate shown first
             shown_second = self._decision(votes[self.votes:])
             outcome = shown_first if shown_first is not None and shown_first == shown_second \
                 else 0.5
-            verdicts.append(Verdict(tuple(votes), tuple(problems), outcome))
+            verdicts.append(Verdict(tuple(votes), tuple(problems), outcome, tuple(unread)))
         return verdicts
 
     def _decision(self, votes: Sequence[float | None]) -> float | None:
@@ -281,16 +315,23 @@ def judge_entry(judge: Judge, identity: str, cells: Sequence[CellResult],
     """The entry's ``judge`` (SPEC section 12) over the judged cells (those whose answer came
     back and was judged):
 
-    - ``agreement``: the share of cells whose votes all agree (a failing vote counts as 0);
+    - ``agreement``: over the cells with at least two parsed votes, the share whose parsed votes
+      all agree; null when no cell has two (one vote per answer, or replies that could not be
+      read). An unparsed vote is neither agreement nor disagreement: ``unparsed_votes`` counts
+      them, so a judge that cannot be read never shows agreement 1.000;
     - ``judge_variance_share``: the share of the variance of the cells' scores that lies between
-      votes of one answer: the mean within-cell variance of the votes (ddof=1) divided by
-      ``votes`` (the noise variance of a mean of that many votes), over the variance of the cell
-      scores (ddof=1), capped at 1; null with one vote per cell or fewer than 2 cells, and 0 when
-      the cells' scores do not vary.
+      votes of one answer: the mean within-cell variance of the votes (ddof=1, a failing vote
+      counts 0 as in the score) divided by ``votes`` (the noise variance of a mean of that many
+      votes), over the variance of the cell scores (ddof=1), capped at 1; null with one vote per
+      cell or fewer than 2 cells, and 0 when the cells' scores do not vary.
     """
-    votes = [[v or 0.0 for v in c.votes] for c in cells if c.votes]
-    unparsed = sum(v is None for c in cells if c.votes for v in c.votes)
-    agreement = (sum(len(set(v)) == 1 for v in votes) / len(votes)) if votes else None
+    judged = [c for c in cells if c.votes]
+    votes = [[v or 0.0 for v in c.votes] for c in judged]
+    unparsed = sum(v is None for c in judged for v in c.votes)
+    parsed = [[v for v in c.votes if v is not None] for c in judged]
+    comparable = [p for p in parsed if len(p) >= 2]
+    agreement = (sum(len(set(p)) == 1 for p in comparable) / len(comparable)
+                 if comparable else None)
     share: float | None = None
     if judge.votes >= 2 and len(votes) >= 2:
         import numpy as np
@@ -306,19 +347,41 @@ def judge_entry(judge: Judge, identity: str, cells: Sequence[CellResult],
         "rubric_hash": judge.rubric_hash,
         "cells": len(votes),
         "unparsed_votes": unparsed,
+        "max_unparsed": float(judge.max_unparsed),
         "agreement": agreement,
         "judge_variance_share": share,
         "calls": {"made": calls_made, "cached": calls_cached},
     }
 
 
+def unread_judge(judge: Judge, identity: str, cells: Sequence[CellResult]) -> str | None:
+    """The test's problem when more than ``judge.max_unparsed`` of its votes came back without
+    a grade (the judge's failure: the test errors), naming the judge, the share and one such
+    reply (quoted, cut); None while the judge can be read. Votes whose call did not complete are
+    not counted here: they are problems of their own."""
+    asked = sum(len(c.votes) for c in cells)
+    unread = [reply for c in cells for reply in c.unread]
+    if not asked or len(unread) <= judge.max_unparsed * asked:
+        return None
+    return (
+        f"judge {identity} could not be read: {len(unread)} of {asked} votes "
+        f"({len(unread) / asked:.0%}) came back without {judge.asked_for}, more than "
+        f"max_unparsed={judge.max_unparsed:g}; one reply: "
+        f"{cut_text(unread[0], REPLY_SHOWN_CHARS)!r}. Fix: a judge that replies as asked "
+        f"(max_tokens={judge.max_tokens} enough?), or a higher Judge(max_unparsed=...)"
+    )
+
+
 def pairwise_entry(judge: Judge, cells: Sequence[CellResult], estimate: float,
-                   low: float, high: float) -> PairwiseEntry:
-    """The entry's ``pairwise`` (SPEC section 12) over the resampling cells a pairwise judge
-    scored: wins, ties and losses, the win rate with the clustered interval of the gate's mean
-    (``estimate``, ``low``, ``high``), and ``position_bias``: the share of parsed votes that
-    picked the answer shown first, minus 0.5 (votes[:votes] showed the candidate first)."""
-    scores = [c.score for c in cells if c.votes]
+                   low: float, high: float, baseline_model: str) -> PairwiseEntry:
+    """The entry's ``pairwise`` (SPEC section 12) over the resampling cells of a pairwise judge's
+    test: ``baseline_model`` (the model compared with), ``cells`` = ``win`` + ``tie`` + ``loss``
+    (every cell scored: a cell whose candidate gave no answer to judge is a loss, as the win rate
+    counts it, so (win + tie / 2) / cells is the estimate), the win rate with the clustered
+    interval of the gate's mean (``estimate``, ``low``, ``high``), and ``position_bias``: the
+    share of parsed votes that picked the answer shown first, minus 0.5 (votes[:votes] showed
+    the candidate first)."""
+    scores = [c.score for c in cells]
     firsts = parsed = 0
     for cell in cells:
         for index, vote in enumerate(cell.votes):
@@ -328,6 +391,8 @@ def pairwise_entry(judge: Judge, cells: Sequence[CellResult], estimate: float,
             candidate_first = index < judge.votes
             firsts += int((vote == 1.0) == candidate_first)
     return {
+        "baseline_model": baseline_model,
+        "cells": len(scores),
         "win": sum(s == 1.0 for s in scores),
         "tie": sum(s == 0.5 for s in scores),
         "loss": sum(s == 0.0 for s in scores),

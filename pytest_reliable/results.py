@@ -42,10 +42,11 @@ RANGE_THRESHOLDS = ("min_worst", "max_spread", "min_median")
 STATISTICS = (
     "mean", "std", "canonical", "formats", "orders", "dimensions", "pass_at_1", "pass_at_k",
     "pass_hat_k", "n_star", "n_star_reliable", "achievable_eps", "n_star_curve",
-    "resampling_scores", "per_instance", "baseline", "judge", "maj_at_k", "pairwise",
-    "circular",
+    "resampling_scores", "per_instance", "baseline", "maj_at_k", "circular",
 )
-"""Entry fields that are nulled when the test's calls did not all complete (verdict error)."""
+"""Entry fields that are nulled when the test's calls did not all complete (verdict error);
+``judge`` and ``pairwise`` keep what names them (the judge, its counts, the baseline model) with
+null statistics: an unreadable judge's error reads its counts there."""
 
 
 def _num(value: float | None) -> str:
@@ -328,12 +329,14 @@ class ReliableReport:
             notes.append(run_scoped_note(self.model, self.run_scoped))
         if self.judge is not None:
             judge = self.judge
+            # An errored test shows no statistics (SPEC section 8), the judge's noise included.
+            noise = "" if self.problems else (
+                f"agreement {_num(judge['agreement'])}, judge variance share "
+                f"{_num(judge['judge_variance_share'])}, ")
             notes.append(
-                f"graded by judge {judge['id']}: {judge['votes']} votes per answer, agreement "
-                f"{_num(judge['agreement'])}, judge variance share "
-                f"{_num(judge['judge_variance_share'])}, {judge['unparsed_votes']} unparsed "
-                f"votes, judge calls {judge['calls']['made']} made / "
-                f"{judge['calls']['cached']} cached"
+                f"graded by judge {judge['id']}: {judge['votes']} votes per answer, {noise}"
+                f"{judge['unparsed_votes']} unparsed votes, judge calls "
+                f"{judge['calls']['made']} made / {judge['calls']['cached']} cached"
             )
         return notes
 
@@ -390,6 +393,13 @@ class ReliableReport:
                 for check in self.thresholds
             ]
             data["worst_variant"] = None
+            if self.judge is not None:
+                data["judge"] = {**self.judge, "agreement": None, "judge_variance_share": None}
+            if self.pairwise is not None:
+                data["pairwise"] = {
+                    **self.pairwise, "cells": None, "win": None, "tie": None, "loss": None,
+                    "win_rate": {"estimate": None, "low": None, "high": None},
+                    "position_bias": None}
         return cast(ReliableEntry, json_safe(data))
 
 

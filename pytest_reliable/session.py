@@ -45,6 +45,7 @@ from pytest_reliable.judge import (
     judge_entry,
     judge_of,
     pairwise_entry,
+    unread_judge,
 )
 from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
 from pytest_reliable.models.base import AsyncModel, ModelUsageError, ModelWarning
@@ -409,13 +410,16 @@ class ReliableSession:
             calls = ran.matrix.judge_calls or Calls()
             report.judge = judge_entry(judge, judge_model.identity, ran.matrix.cells,
                                        calls.made, calls.cached)
+            unread = unread_judge(judge, judge_model.identity, ran.matrix.cells)
+            if unread is not None:  # the judge's failure, not the model's: the test errors
+                report.problems.insert(0, unread)
         if circular is not None:
             report.circular = circular_entry(circular, spec.confidence)
             report.problems += [f"circular: {p}" for p in circular.calls.problems]
         if against is not None and judge is not None and summary.mean_bound is not None:
             low, high = summary.mean_bound.interval(spec.confidence)
             report.pairwise = pairwise_entry(judge, ran.matrix.resampling_cells(), summary.mean,
-                                             low, high)
+                                             low, high, against.identity)
         report.run_notes += self.baseline_notes(test, pairing)
         return report
 

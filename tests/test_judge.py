@@ -43,8 +43,11 @@ def session(tmp_path: Path, **settings: Any) -> ReliableSession:
 @pytest.mark.parametrize(("scale", "reply", "vote"), [
     ("pass/fail", "PASS", 1.0), ("pass/fail", "fail.", 0.0), ("pass/fail", "It passes.", 1.0),
     ("pass/fail", "PASS or FAIL?", None), ("pass/fail", "I cannot say", None),
+    ("pass/fail", "This answer does not pass.", 0.0), ("pass/fail", "fails", 0.0),
+    ("pass/fail", "The answer fails to add up. Verdict: PASS", 1.0),
     ("1-5", "4", 0.75), ("1-5", "Score: 1/5", 0.0), ("1-5", "5", 1.0), ("1-5", "3 or 4", None),
-    ("1-5", "7", None), ("1-5", "", None),
+    ("1-5", "7", None), ("1-5", "", None), ("1-5", "Grade (1-5): 4", 0.75),
+    ("1-5", "The answer 3 is wrong", None),
 ])
 def test_a_reply_yields_one_vote_or_none(scale: str, reply: str, vote: float | None) -> None:
     assert Judge(text_model(str), "r", scale=scale).parse(reply) == vote
@@ -53,7 +56,8 @@ def test_a_reply_yields_one_vote_or_none(scale: str, reply: str, vote: float | N
 @pytest.mark.parametrize(("kwargs", "fragment"), [
     ({"votes": 0}, "votes=0"), ({"votes": 2.5}, "votes=2.5"), ({"scale": "1-10"}, "scale='1-10'"),
     ({"temperature": -1}, "temperature=-1"), ({"rubric": " "}, "rubric=' '"),
-    ({"model": 42}, "model=42"),
+    ({"model": 42}, "model=42"), ({"max_unparsed": 1.5}, "max_unparsed=1.5"),
+    ({"max_unparsed": "10%"}, "max_unparsed='10%'"),
 ])
 def test_a_bad_judge_is_a_usage_error_naming_the_argument(
     tmp_path: Path, kwargs: dict[str, Any], fragment: str
@@ -98,23 +102,95 @@ def test_votes_are_cached_calls_of_the_judge_keyed_by_rubric_and_answer(tmp_path
         assert server.completed == 36
 
 
-def test_unparsed_votes_fail_and_are_counted(tmp_path: Path) -> None:
-    def unsure_on_odd(messages: list[Message] | str, params: dict[str, Any]) -> str:
-        return "hmm" if field(messages, "Answer") in {"3", "7", "11"} else "PASS"
+def _unsure_on(answers: set[str]) -> Any:
+    def judge(messages: list[Message] | str, params: dict[str, Any]) -> str:
+        return "hmm" if field(messages, "Answer") in answers else "PASS"
+    return judge
 
-    with ScriptedServer(unsure_on_odd) as server:
-        judge = Judge(openai_model("judge", base_url=server.base_url), "correct", votes=2)
-        s = session(tmp_path, no_cache=True)
-        try:
-            report = s.run_reliable("t::x", DATA, Generation(grader=judge), ReliableSpec(n=3),
-                                    text_model(half_right, id="m"))
-        finally:
-            s.close()
+
+def _judged_run(tmp_path: Path, judge: Judge, n: int = 3) -> Any:
+    s = session(tmp_path, no_cache=True)
+    try:
+        return s.run_reliable("t::x", DATA, Generation(grader=judge), ReliableSpec(n=n),
+                              text_model(half_right, id="m"))
+    finally:
+        s.close()
+
+
+def test_unparsed_votes_fail_and_are_counted(tmp_path: Path) -> None:
+    with ScriptedServer(_unsure_on({"3", "7", "11"})) as server:
+        judge = Judge(openai_model("judge", base_url=server.base_url), "correct", votes=2,
+                      max_unparsed=0.5)
+        report = _judged_run(tmp_path, judge)
     entry = report.entry("passed")
-    assert report.mean == pytest.approx(0.5)
+    assert report.mean == pytest.approx(0.5) and not report.problems  # half unread: allowed
     assert entry["judge"] is not None
     assert entry["judge"]["unparsed_votes"] == (3 + 1) * 3 * 2  # odd instances' cells x votes
+    assert entry["judge"]["agreement"] == 1.0  # over the parsed votes: the even instances'
     assert report.unparsed == 0  # the answers were parsed; the votes were not
+
+
+@pytest.mark.parametrize(("max_unparsed", "errors"), [(0.2, False), (0.15, True), (0.0, True)])
+def test_more_unread_votes_than_max_unparsed_are_the_judges_error(
+    tmp_path: Path, max_unparsed: float, errors: bool
+) -> None:
+    # One instance of 6 ("3") is unread: its 5 cells x 1 vote of 30 votes, a share of 1/6.
+    judge = Judge(chat_model(lambda m: _unsure_on({"3"})(m, {}), id="j"), "correct", votes=1,
+                  max_unparsed=max_unparsed)
+    report = _judged_run(tmp_path, judge, n=4)
+    assert bool(report.problems) == errors
+    if errors:
+        assert report.problems[0] == (
+            "judge j could not be read: 5 of 30 votes (17%) came back without PASS or FAIL, "
+            f"more than max_unparsed={max_unparsed:g}; one reply: 'hmm'. Fix: a judge that "
+            "replies as asked (max_tokens=16 enough?), or a higher Judge(max_unparsed=...)")
+
+
+def test_a_judge_none_of_whose_replies_parse_errors_instead_of_failing_the_model(
+    tmp_path: Path,
+) -> None:
+    """The issue's case: every reply unread used to score every answer 0 (the model's gate
+    failed, its right answers shown as the worst) and report agreement 1.000."""
+    reply = "I cannot grade this: 'quoted'\n<b>" + "x" * 300
+    judge = Judge(chat_model(lambda messages: reply, id="chatty-judge"), "correct", votes=3)
+    s = session(tmp_path, no_cache=True)
+    try:
+        report = s.run_reliable("t::x", DATA, Generation(grader=judge),
+                                ReliableSpec(n=2, min_score=0.3), text_model(half_right, id="m"))
+    finally:
+        s.close()
+    assert not report.passed
+    message = report.failure_message()
+    assert message.splitlines()[1] == (
+        "  not evaluated: judge chatty-judge could not be read: 54 of 54 votes (100%) came back "
+        "without PASS or FAIL, more than max_unparsed=0.1; one reply: "
+        + repr(reply[:100] + f"[... {len(reply) - 100:,} more characters cut]")
+        + ". Fix: a judge that replies as asked (max_tokens=16 enough?), or a higher "
+        "Judge(max_unparsed=...)")
+    assert "\\n<b>" in message and "worst" not in message and "min_score" not in message
+    entry = report.entry("error")
+    assert entry["mean"] is None and entry["thresholds"][0]["observed"] is None
+    assert entry["judge"] is not None and entry["judge"]["id"] == "chatty-judge"
+    assert entry["judge"]["unparsed_votes"] == 54 and entry["judge"]["agreement"] is None
+    assert not any("agreement" in note for note in entry["notes"])
+
+
+def test_agreement_is_over_parsed_votes_and_null_without_two(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from pytest_reliable.judge import judge_entry
+
+    def agreement(*cells: tuple[float | None, ...], votes: int = 3) -> float | None:
+        judge = Judge(text_model(str), "r", votes=votes)
+        graded: Any = [SimpleNamespace(votes=v) for v in cells]  # all judge_entry reads
+        entry = judge_entry(judge, "j", graded, 0, 0)
+        return entry["agreement"]
+
+    assert agreement((1.0, None, 1.0), (0.0, 0.0, 0.0)) == 1.0
+    assert agreement((1.0, None, 0.0), (0.0, 0.0, 0.0)) == 0.5
+    assert agreement((1.0, None, None), (0.0, 0.0, 0.0)) == 1.0  # one parsed vote tells nothing
+    assert agreement((None, None, None), (None, None, None)) is None  # never 1.000 unread
+    assert agreement((1.0,), (0.0,), votes=1) is None  # one vote per answer cannot disagree
 
 
 def test_a_noisy_judge_shows_its_noise_and_scores_stay_means_of_votes(tmp_path: Path) -> None:
@@ -304,6 +380,91 @@ def test_the_table_and_the_page_show_the_win_rate(tmp_path: Path) -> None:
     assert WIN_RATE_COLUMN in table and "1.00 [" in table
     page = entry_section(1, entry, "x", opened=True)
     assert "Pairwise against the baseline" in page and "24 / 0 / 0" in page
+
+
+def test_the_pairwise_entry_names_the_baseline_and_its_cells_add_up(tmp_path: Path) -> None:
+    def instance(prompt: str) -> int:
+        return int(re.findall(r"What is (\d+) plus", prompt)[-1])
+
+    def candidate(prompt: str) -> str:  # wins on 0-1, gives no answer on 2, ties on 3, loses after
+        return {0: "good", 1: "good", 2: "", 3: "same"}.get(instance(prompt), "bad")
+
+    def baseline(prompt: str) -> str:
+        return "same" if instance(prompt) == 3 else "ok"
+
+    rank = {"good": 3, "ok": 2, "same": 1, "bad": 0}
+
+    def judge(messages: list[Message]) -> str:
+        first, second = _answers(messages)
+        return "1" if rank[first] >= rank[second] else "2"  # alike: the first, in both orders
+
+    report = _pairwise_run(tmp_path, judge, candidate, baseline)
+    pairwise = report.entry("passed")["pairwise"]
+    assert pairwise["baseline_model"] == "base"
+    # 4 resamplings x 6 instances: the empty answer was never judged and is a loss, as the win
+    # rate (the gate's mean) counts it.
+    assert (pairwise["win"], pairwise["tie"], pairwise["loss"], pairwise["cells"]) == (
+        8, 4, 12, 24)
+    assert pairwise["win_rate"]["estimate"] == pytest.approx((8 + 4 / 2) / 24) == report.mean
+    assert report.entry("passed")["judge"]["unparsed_votes"] == 0
+
+    from pytest_reliable.report.html import entry_section
+
+    page = entry_section(1, report.entry("passed"), "x", opened=True)
+    assert "<dt>baseline model</dt><dd>base</dd>" in page and "8 / 4 / 12 of 24" in page
+
+
+def test_a_pairwise_judge_that_cannot_be_read_errors_and_keeps_the_baseline_named(
+    tmp_path: Path,
+) -> None:
+    from pytest_reliable.report.format import WIN_RATE_COLUMN
+    from pytest_reliable.report.terminal import summary_table
+
+    report = _pairwise_run(tmp_path, lambda messages: "Both are fine.", lambda p: "good",
+                           lambda p: "bad", min_win_rate=0.5)
+    # (4 resamplings + k=1) x 6 instances, each pair asked in both orders, 1 vote each.
+    assert report.problems[0].startswith(
+        "judge pair-judge could not be read: 60 of 60 votes (100%) came back without 1 or 2, ")
+    entry = report.entry("error")
+    assert entry["pairwise"] == {
+        "baseline_model": "base", "cells": None, "win": None, "tie": None, "loss": None,
+        "win_rate": {"estimate": None, "low": None, "high": None}, "position_bias": None}
+    table = "\n".join(summary_table([entry]))
+    assert WIN_RATE_COLUMN in table and "1.00 [" not in table
+
+
+def test_a_cell_whose_baseline_did_not_answer_is_a_problem_with_no_votes_cast(
+    tmp_path: Path,
+) -> None:
+    def baseline(prompt: str) -> str:
+        if "What is 0 plus" in prompt:
+            raise RuntimeError("baseline down")
+        return "bad"
+
+    def fair(messages: list[Message]) -> str:
+        return "1" if _answers(messages)[0] == "good" else "2"
+
+    judge = Judge(chat_model(fair, id="pair-judge"), "the better answer", votes=1, pairwise=True)
+    s = session(tmp_path, no_cache=True, max_retries=0)
+    try:
+        report = s.run_reliable("t::x", DATA, Generation(grader=judge), ReliableSpec(n=4),
+                                text_model(lambda p: "good", id="cand"),
+                                user_baseline=text_model(baseline, id="base"))
+    finally:
+        s.close()
+    assert any("baseline down" in p for p in report.problems)
+    down = [c for c in report.matrix.resampling_cells() if c.instance == 0]
+    assert {(c.score, c.votes) for c in down} == {(0.5, ())}  # a tie; no vote was asked
+    judge_entry = report.entry("error")["judge"]
+    assert judge_entry is not None and judge_entry["unparsed_votes"] == 0
+
+
+def test_judge_task_reads_the_judges_verdict_not_a_keyword(tmp_path: Path) -> None:
+    def worded(prompt: str) -> str:
+        return "It passes." if exact(prompt) == "PASS" else "This answer does not pass."
+
+    report = _checklist(tmp_path, "mft", worded, min_pass=1.0)
+    assert report.rate == 1.0 and report.passed and report.unparsed == 0
 
 
 JUDGE_EXAMPLES = [

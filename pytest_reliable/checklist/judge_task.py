@@ -15,7 +15,9 @@ answers right and ``invariance`` that a meaning-preserving change does not chang
 
 The judge sees exactly what a `Judge` asks (`Judge.messages`: rubric, question, reference,
 answer), its instruction first; a CheckList test renders one user message, so the instruction
-heads it instead of being a system message.
+heads it instead of being a system message. Its reply is read as a `Judge` reads a vote
+(`Judge.parse`, `Judge.parse_choice`: the grammar of `judge_votes`), so a judge tested here is
+read exactly as it will be when it grades.
 """
 
 from __future__ import annotations

@@ -163,8 +163,14 @@ class JudgeEntry(TypedDict):
     cells: int
     """Judged cells (answers that came back, not empty)."""
     unparsed_votes: int
+    """Votes that yielded no grade (the reply could not be read, or the call did not complete):
+    failing votes."""
+    max_unparsed: float
+    """The share of the votes that may come back unread before the test errors as the judge's
+    failure (`Judge(max_unparsed=...)`)."""
     agreement: float | None
-    """Share of judged cells whose votes all agree."""
+    """Share of the judged cells with two or more parsed votes whose parsed votes all agree
+    (null without such a cell, and when the test errored)."""
     judge_variance_share: float | None
     """Share of the cells' score variance that lies between votes of one answer (null with one
     vote or fewer than 2 cells)."""
@@ -183,17 +189,23 @@ class CircularEntry(TypedDict):
 
 
 class WinRateEntry(TypedDict):
-    estimate: float
-    low: float
-    high: float
+    estimate: float | None
+    low: float | None
+    high: float | None
 
 
 class PairwiseEntry(TypedDict):
-    """A pairwise judge's comparison of the candidate with its baseline (SPEC section 12)."""
+    """A pairwise judge's comparison of the candidate with its baseline (SPEC section 12); when
+    the test errored, its numbers are null and ``baseline_model`` stays."""
 
-    win: int
-    tie: int
-    loss: int
+    baseline_model: str
+    """The identity of the model the candidate was compared with."""
+    cells: int | None
+    """The resampling cells scored: ``win`` + ``tie`` + ``loss`` (a candidate's empty answer,
+    never judged, is a loss, as the win rate counts it)."""
+    win: int | None
+    tie: int | None
+    loss: int | None
     win_rate: WinRateEntry
     """Win 1, tie 0.5, loss 0 per cell: the mean with its clustered interval."""
     position_bias: float | None

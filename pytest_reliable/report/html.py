@@ -693,8 +693,10 @@ def pairwise_section(entry: Mapping[str, Any]) -> str:
         return ""
     win_rate = _mapping(pairwise.get("win_rate"))
     return "<h3>Pairwise against the baseline</h3>" + _facts([
+        ("baseline model", _word(pairwise.get("baseline_model"))),
         ("win / tie / loss (cells)", " / ".join(_int(pairwise.get(k))
-                                                for k in ("win", "tie", "loss"))),
+                                                for k in ("win", "tie", "loss"))
+         + f" of {_int(pairwise.get('cells'))}"),
         ("win rate", _num(win_rate.get("estimate"))
          + _interval(win_rate.get("low"), win_rate.get("high"))),
         ("position bias (picked first - 0.5)", _num(pairwise.get("position_bias"))),

@@ -75,26 +75,43 @@ DATA = Dataset.from_records([
     {"question": "How many legs does a spider have?", "reference": "eight"},
     {"question": "What colour is the sky on a clear day?", "reference": "blue"},
 ])
-JUDGE = Judge(local_model(), "The answer gives the same fact as the reference answer.", votes=2)
+RUBRIC = "The answer gives the same fact as the reference answer."
 
 
 @pytest.mark.reliable(n=1, decide="estimate", min_score=0.0)
 def test_judged(reliable):
-    report = reliable.evaluate(DATA, Generation(grader=JUDGE))
+    reliable.evaluate(DATA, Generation(grader=Judge(local_model(), RUBRIC, votes=2)))
+
+
+@pytest.mark.reliable(n=1, decide="estimate", min_score=0.0)
+def test_judged_counting_unread_replies_as_failing(reliable):
+    judge = Judge(local_model(), RUBRIC, votes=2, max_unparsed=1.0)
+    report = reliable.evaluate(DATA, Generation(grader=judge))
     assert all(len(cell.votes) == 2 for cell in report.matrix.cells if cell.text)
 '''
 
 
-def test_a_judge_on_the_embedded_model_grades_and_reports_its_noise(
+def test_a_judge_on_the_embedded_model_that_cannot_be_read_errors_naming_itself(
     pytester: pytest.Pytester,
 ) -> None:
+    """SmolLM2-135M does not reply "PASS or FAIL only" (it chats: "Sounds good. You're correct
+    ..."): its test errors as the judge's failure, not the model's, unless its unread replies
+    are allowed to count as failing votes (max_unparsed=1.0); both tests ask the same votes."""
     pytester.makepyfile(test_e2e=JUDGED)
     result, report = run_json(pytester)
-    result.assert_outcomes(passed=1)
-    entry = by_test(report)["test_judged"]
-    judge = entry["judge"]
+    result.assert_outcomes(passed=1, failed=1)
+    entries = by_test(report)
+    unread = entries["test_judged"]
+    lenient = entries["test_judged_counting_unread_replies_as_failing"]
+    judge = unread["judge"]
     assert judge["id"].startswith("local:SmolLM2-135M-Instruct") and judge["votes"] == 2
     assert judge["calls"]["made"] > 0 and 0 < judge["cells"] <= 6
-    assert 0.0 <= judge["agreement"] <= 1.0 and 0 <= judge["unparsed_votes"] <= 2 * judge["cells"]
-    assert 0.0 <= entry["mean"] <= 1.0
-    assert entry["calls"]["made"] + entry["calls"]["cached"] == 3 * (1 + 1)  # judge apart
+    assert judge["unparsed_votes"] > 0.1 * 2 * judge["cells"] and judge["agreement"] is None
+    assert unread["verdict"] == "error" and unread["mean"] is None
+    assert f"judge {judge['id']} could not be read" in unread["message"]
+    assert "came back without PASS or FAIL, more than max_unparsed=0.1; one reply: " \
+        in unread["message"]
+    assert lenient["verdict"] == "passed" and lenient["judge"]["calls"]["made"] == 0  # cached
+    assert lenient["judge"]["unparsed_votes"] == judge["unparsed_votes"]
+    assert 0.0 <= lenient["mean"] <= 1.0
+    assert lenient["calls"]["made"] + lenient["calls"]["cached"] == 3 * (1 + 1)  # judge apart
