@@ -325,8 +325,8 @@ def test_expected_tests_read_pytests_collected_list(tmp_path: Path, text: str,
 
 @pytest.mark.parametrize("text, said", [
     ("t.py: 3\n\n", r"line 1: \"t.py: 3\" is not a test's node id .*that is `-qq` output"),
-    ("t.py::a\n\n=== ERRORS ===\n___ ERROR collecting u.py ___\n1 test collected, 1 error in "
-     "0.1s\n", r"pytest could not collect every test \(1 test collected, 1 error in 0\.1s\)"),
+    ("t.py::a\n\n=== ERRORS ===\n___ ERROR collecting u.py ___\n1 test collected, 1 error in 0.1s",
+     r"pytest could not collect every test \(1 test collected, 1 error in 0\.1s\)"),
     ("no tests collected in 0.01s\n", "lists no test"),
     ("", "lists no test"),
     ("  t.py::a\n", r"line 1: .* is not a test's node id"),
