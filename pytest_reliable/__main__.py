@@ -1,16 +1,27 @@
 """``python -m pytest_reliable html REPORT.json -o PAGE.html``: rebuild the HTML page of a run
 from its JSON report (``--reliable-report``), with no model call. It loads only the viewer
-(`pytest_reliable.report`): no numpy, no model code. ``python -m pytest_reliable merge SHARD.json
-... -o REPORT.json``: one report, table, page and exit code from a gate's shards
-(`pytest_reliable.report.merge`). ``python -m pytest_reliable cache merge|export|import``: cached
-answers between stores (`pytest_reliable.store.cli`). ``python -m pytest_reliable history
-[DIR|--store URL] -o PAGE.html``: the release history page of the kept runs
-(`pytest_reliable.report.history`)."""
+(`pytest_reliable.report`): no numpy, no model code.
+
+``python -m pytest_reliable merge SHARD.json ... -o REPORT.json [--html PAGE.html]
+[--expect-tests FILE]``: one report, table, page and release decision (the exit code) from a
+gate's shards, each checked (`pytest_reliable.report.merge`); the decision is printed only once
+every output is written.
+
+``python -m pytest_reliable cache merge|export|import``: cached answers between stores
+(`pytest_reliable.store.cli`).
+
+``python -m pytest_reliable history [DIR|--store URL] -o PAGE.html``: the release history page of
+the kept runs, each checked as it is read (`pytest_reliable.report.history`).
+
+An output that names an input is refused (exit 2)."""
 
 from __future__ import annotations
 
 import argparse
+import html
+import io
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -88,17 +99,17 @@ def add_merge_command(commands: Any) -> None:
 def run_merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from pytest_reliable.report import (
         ReportFileError,
-        append_github_step_summary,
+        markdown_summary,
         summary_table,
         write_report,
     )
-    from pytest_reliable.report.format import blocks_release, spend_note
+    from pytest_reliable.report.format import spend_note
     from pytest_reliable.report.json_report import total_cost
     from pytest_reliable.report.merge import (
-        BLOCKING_OUTCOMES,
         ExpectedTestsError,
         ShardMismatch,
         check_expected,
+        decision_text,
         exit_code,
         merge_reports,
         read_expected_tests,
@@ -106,6 +117,8 @@ def run_merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     )
 
     prog = f"{parser.prog} merge"
+    if isinstance(sys.stdout, io.TextIOWrapper):  # a test name no terminal can encode
+        sys.stdout.reconfigure(errors="backslashreplace")
     summary = os.environ.get("GITHUB_STEP_SUMMARY") or None
     _refuse_outputs_over_inputs(
         parser, prog,
@@ -131,6 +144,7 @@ def run_merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if report["cost"] != total_cost(tests):  # a test two shards both ran was paid twice
         print(f"all {len(args.shards)} shards: {spend_note(report['cost']) or 'spend: $0'}")
 
+    decided = decision_text(report)
     # The decision is printed only once every output is written: an output that fails stops the
     # merge (exit 2) and takes back the files it wrote, so nothing says the gate passed. The
     # step summary, which cannot be taken back, goes last.
@@ -138,7 +152,9 @@ def run_merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         ("--html", args.html, lambda path: write_html(report, path)),
         ("-o", args.output, lambda path: write_report(report, path)),
         ("$GITHUB_STEP_SUMMARY", None if summary is None else Path(summary),
-         lambda path: append_github_step_summary(report, path, html_path=args.html)),
+         lambda path: _append(path, markdown_summary(report, html_path=args.html)
+                              + f"\n**merge** of {len(args.shards)} shards: "
+                              + _markdown_text(decided) + "\n")),
     ]
     written: list[Path] = []
     for option, path, write in writes:
@@ -162,24 +178,21 @@ def run_merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if expected is not None and (extra := unexpected_tests(report, expected)):
         print(f"note: {len(extra)} tests the shards ran are not in {args.expect_tests}: "
               + ", ".join(extra[:5]) + (" ..." if len(extra) > 5 else ""))
+    print(decided)
     code = exit_code(report)
-    blocking = sum(blocks_release(entry) for entry in tests)
-    expected_failures = sum(entry.get("verdict") != "passed" and not blocks_release(entry)
-                            for entry in tests)
-    said = f"{blocking} of {len(tests)} tests failed or errored"
-    if expected_failures:
-        said += f" ({expected_failures} more failed as expected: xfail)"
-    with_entries = {str(entry.get("nodeid")) for entry in tests}
-    others = {nodeid: outcome for nodeid, outcome in (report.get("outcomes") or {}).items()
-              if nodeid not in with_entries}
-    if others:
-        failed = sorted(nodeid for nodeid, outcome in others.items()
-                        if outcome in BLOCKING_OUTCOMES)
-        said += (f"; {len(failed)} of {len(others)} other tests (without a reliable entry) "
-                 "failed or errored" + (f": {', '.join(failed[:5])}" if failed else "")
-                 + (" ..." if len(failed) > 5 else ""))
-    print(said + ": the gate " + ("blocks the release (exit 1)" if code else "passes (exit 0)"))
     return code
+
+
+def _append(path: Path, text: str) -> None:
+    """Append ``text`` to ``path`` in one write (the step summary GitHub shows); a lone surrogate
+    (UTF-8 cannot hold it) as an escape."""
+    with open(path, "a", encoding="utf-8", errors="backslashreplace") as handle:
+        handle.write(text)
+
+
+def _markdown_text(text: str) -> str:
+    """``text`` (test names in it) as Markdown that shows it and runs nothing."""
+    return re.sub(r"([\\`*_{}\[\]()#+!|~>-])", r"\\\1", html.escape(text, quote=False))
 
 
 def _refuse_outputs_over_inputs(parser: argparse.ArgumentParser, prog: str, *,
@@ -231,8 +244,9 @@ def run_history(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         parser.exit(2, f"{prog}: error: give the history's directory (DIR) or --store URL, "
                        "one of them.\n")
     if args.store is not None:
-        where, texts = _kept_texts_in_store(parser, prog, args.store)
-        reports, skipped = kept_in_texts(texts, where)
+        where = "the store"
+        location, texts = _kept_texts_in_store(parser, prog, args.store)
+        reports, skipped = kept_in_texts(texts, f"the store at {location}")
     else:
         where = str(args.directory)
         if not args.directory.is_dir():
@@ -262,8 +276,9 @@ def run_history(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
 
 def _kept_texts_in_store(parser: argparse.ArgumentParser, prog: str, url: str) \
         -> tuple[str, list[str]]:
-    """The store's kept reports as the JSON texts it holds (checked by the caller), and the
-    place in words; opened read-only (record mode ``none``: reading creates nothing)."""
+    """Where the store is (host, port, database: no password) and its kept reports as the JSON
+    texts it holds (checked by the caller); opened read-only (record mode ``none``: reading
+    creates nothing)."""
     from pytest_reliable.store import parse_store_url
     from pytest_reliable.store.base import StoreUnavailable, StoreUsageError
     from pytest_reliable.store.postgres import PostgresStore
@@ -273,7 +288,7 @@ def _kept_texts_in_store(parser: argparse.ArgumentParser, prog: str, url: str) \
     except (StoreUsageError, ValueError) as error:
         parser.exit(2, f"{prog}: error: {error}\n")
     try:
-        return f"the store at {store.location}", store.kept_reports()
+        return store.location, store.kept_reports()
     except StoreUnavailable as error:
         parser.exit(2, f"{prog}: error: --store {store.location}: the kept reports cannot be "
                        f"read ({error}): check the server and try again.\n")

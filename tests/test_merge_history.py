@@ -22,6 +22,7 @@ from pytest_reliable.report.merge import (
     ShardMismatch,
     blocking_tests,
     check_expected,
+    decision_text,
     entry_problem,
     exit_code,
     merge_reports,
@@ -169,6 +170,8 @@ def test_the_shards_outcomes_must_hold_each_entry_with_its_outcome(tmp_path: Pat
     merged = merge_reports([shard(tmp_path / "a.json", [passed],
                                   outcomes={"t.py::a": "error"})])
     assert exit_code(merged) == 1
+    assert decision_text(merged) == \
+        "1 of 1 tests failed or errored: the gate blocks the release (exit 1)"
 
 
 def test_two_entries_of_one_test_share_its_outcome(tmp_path: Path) -> None:
@@ -183,6 +186,9 @@ def test_a_plain_test_that_failed_in_a_shard_blocks_the_gate(tmp_path: Path) -> 
                                                       "t.py::test_other": "passed"})
     merged = merge_reports([a, plain])
     assert exit_code(merged) == 1 and blocking_tests(merged) == ["t.py::test_data"]
+    assert decision_text(merged) == (
+        "0 of 1 tests failed or errored; 1 of 2 other tests (without a reliable entry) failed "
+        "or errored: t.py::test_data: the gate blocks the release (exit 1)")
     assert exit_code(merge_reports([a])) == 0
 
 

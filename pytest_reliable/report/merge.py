@@ -161,6 +161,35 @@ def blocking_tests(report: ReportDocument | Mapping[str, Any]) -> list[str]:
     return sorted(blocking)
 
 
+def decision_text(report: ReportDocument | Mapping[str, Any]) -> str:
+    """The decision in one line, as ``merge`` prints it: "1 of 2 tests failed or errored (1 more
+    failed as expected: xfail); 1 of 2 other tests (without a reliable entry) failed or errored:
+    test_data.py::test_x: the gate blocks the release (exit 1)"."""
+    outcomes: Mapping[str, Any] = report.get("outcomes") or {}
+    tests = report["tests"]
+
+    def blocks(entry: Mapping[str, Any]) -> bool:
+        return blocks_release(entry) or outcomes.get(str(entry.get("nodeid"))) \
+            in BLOCKING_OUTCOMES
+
+    blocking = sum(blocks(entry) for entry in tests)
+    expected = sum(entry.get("verdict") != "passed" and not blocks(entry) for entry in tests)
+    said = f"{blocking} of {len(tests)} tests failed or errored"
+    if expected:
+        said += f" ({expected} more failed as expected: xfail)"
+    with_entries = {str(entry.get("nodeid")) for entry in tests}
+    others = {nodeid: outcome for nodeid, outcome in outcomes.items()
+              if nodeid not in with_entries}
+    if others:
+        failed = sorted(nodeid for nodeid, outcome in others.items()
+                        if outcome in BLOCKING_OUTCOMES)
+        said += (f"; {len(failed)} of {len(others)} other tests (without a reliable entry) "
+                 "failed or errored" + (f": {', '.join(failed[:5])}" if failed else "")
+                 + (" ..." if len(failed) > 5 else ""))
+    code = exit_code(report)
+    return said + ": the gate " + ("blocks the release (exit 1)" if code else "passes (exit 0)")
+
+
 # -- one shard, checked -----------------------------------------------------------------------
 
 def check_shard(path: Path, shard: ReportDocument) -> None:

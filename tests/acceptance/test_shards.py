@@ -155,6 +155,8 @@ def test_two_shards_merge_into_one_report_table_page_and_exit_code(
     assert len(rows) == 2 and any("passed" in r for r in rows) and any("failed" in r for r in rows)
     assert "1 of 2 tests failed or errored" in done.stdout
     assert "test_passes" in summary.read_text(encoding="utf-8")
+    assert "**merge** of 2 shards: 1 of 2 tests failed or errored: the gate blocks the release " \
+        "\\(exit 1\\)" in summary.read_text(encoding="utf-8")
     assert "test_fails_on_worst_format" in summary.read_text(encoding="utf-8")
     page = (tmp_path / "merged.html").read_text(encoding="utf-8")
     assert "test_passes" in page and "test_fails_on_worst_format" in page
