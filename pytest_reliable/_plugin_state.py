@@ -22,6 +22,7 @@ from pytest_reliable import _plugin_checks as checks
 from pytest_reliable._plugin_checks import LOCK_ERROR
 from pytest_reliable._plugin_markers import MARKER_ERROR
 from pytest_reliable._plugin_options import read_settings, remember_seed
+from pytest_reliable._plugin_outcome import session_outcome
 from pytest_reliable._plugin_xdist import is_worker
 from pytest_reliable.files import content_hash
 
@@ -59,6 +60,9 @@ class ReliableState:
         self._session: ReliableSession | None = None
         self._opened_store: Store | None = None
         self.entries: dict[str, list[Entry]] = {}
+        self.outcomes: dict[str, str] = {}
+        """Every test the session ran, reliable or not: pytest's outcome (the report's
+        ``outcomes``, which ``merge`` decides on with the entries)."""
         self.marker_errors = False
         self.baseline_usage_errors = False
         self.saved_line: str | None = None
@@ -167,6 +171,8 @@ class ReliableState:
     # Hooks of the registered state object: they run on the controller under pytest-xdist,
     # where entries arrive on the workers' test reports.
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if (outcome := session_outcome(report, self.outcomes.get(report.nodeid))) is not None:
+            self.outcomes[report.nodeid] = outcome
         entries = getattr(report, "reliable_entries", None)
         if entries:
             self.entries[report.nodeid] = entries
@@ -207,7 +213,8 @@ class ReliableState:
         from pytest_reliable.report import append_github_step_summary, build_report, write_report
 
         report = build_report(
-            self.all_entries(), seed=self.settings.seed, model=None, space_hash=self.spaces_hash
+            self.all_entries(), seed=self.settings.seed, model=None, space_hash=self.spaces_hash,
+            outcomes=self.outcomes,
         )
         if report_path is not None:
             write_report(report, report_path)

@@ -47,6 +47,7 @@ from pytest_reliable._plugin_markers import (
     reliable,
 )
 from pytest_reliable._plugin_options import add_options
+from pytest_reliable._plugin_outcome import outcome_of
 from pytest_reliable._plugin_plan import PlanHooks
 from pytest_reliable._plugin_progress import ProgressLine
 from pytest_reliable._plugin_state import (
@@ -283,14 +284,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
                 item.user_properties.extend(junit_properties(entry))
             report.reliable_entries = entries
     return report
-
-
-def outcome_of(report: pytest.TestReport) -> tuple[str, str | None]:
-    """How pytest counts the test (an entry's ``outcome``) and the xfail reason: the page, the
-    step summary and the table agree with pytest's exit code (a strict xfail is expected)."""
-    reason = getattr(report, "wasxfail", None)
-    if reason is not None:
-        return ("xfailed" if report.skipped else "xpassed"), str(reason) or None
-    if report.when != "call":
-        return ("error" if report.failed else "skipped"), None
-    return report.outcome, None

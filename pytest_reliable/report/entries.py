@@ -404,6 +404,10 @@ class ErrorEntry(_ErrorRequired, total=False):
 
 PYTEST_OUTCOMES = ("passed", "failed", "error", "xfailed", "xpassed", "skipped")
 """An entry's ``outcome``: how pytest counted the test (``error``: it failed outside its body)."""
+VERDICTS = ("passed", "failed", "error")
+"""An entry's ``verdict``: the gate's (``error``: its calls did not all complete)."""
+KINDS = ("reliable", "invariance", "directional", "mft")
+"""An entry's ``kind``."""
 
 
 def error_entry(nodeid: str, kind: str, message: str, *, usage_error: bool = False) -> ErrorEntry:
@@ -443,7 +447,14 @@ class ReportDocument(_ReportRequired, total=False):
     model: str | None
     space_hash: str | None
     cost: CostEntry
-    """The tests' costs added up (SPEC section 13)."""
+    """The tests' costs added up (SPEC section 13); a merged report's: the shards' added up."""
+    outcomes: dict[str, str]
+    """Every test pytest ran in the session, reliable or not, with its outcome
+    (`PYTEST_OUTCOMES`): pytest's last word on it (a teardown that failed makes it ``error``).
+    What lets ``merge`` see a plain test that failed and check a shard against the tests it
+    expects; absent in reports of earlier versions and in reports built outside pytest."""
+    shards: list[dict[str, Any]]
+    """A merged report's parts: one ``{"file", "created", "tests", "cost"}`` per shard."""
 
 
 def json_safe(value: Any) -> Any:

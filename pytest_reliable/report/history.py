@@ -3,11 +3,15 @@ across the kept runs in time order, the canonical score with its interval and th
 median / max, with the runs whose gate failed marked.
 
 A viewer like the report page (`report.html`): it is drawn from kept JSON reports alone
-(`store.reports` reads them from a directory or the store) and computes no statistic; the same
+(`store.reports` keeps them in a directory or the store) and computes no statistic; the same
 page frame, Content-Security-Policy (no script, no load) and escaping. A run is one run id: the
 parts its shards kept are read as one run (a test two parts both report: the later part's entry).
-Any field may be missing or odd (reports of other versions, hand-edited files): it then shows as
-not reported.
+
+Every kept report is checked as it is read (`kept_in_dir`, `kept_in_texts`: `report.load`'s
+checks, the same as for any report): one that is not a report (a stray ``*.json`` in the
+directory, a crafted or damaged row in the store) is skipped with a note naming it, so one bad
+file never stops the page. Inside a report, any field may be missing or odd (reports of other
+versions, hand-edited files): it then shows as not reported.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pytest_reliable.files import write_atomic
 from pytest_reliable.report.charts import history_chart
 from pytest_reliable.report.format import short_nodeids
 from pytest_reliable.report.html import CSP, CSS, _badge, _is_num, _num, _table, _text
+from pytest_reliable.report.load import ReportFileError, load_report, parse_report
 
 BLOCKING = ("failed", "error")
 MAX_RUNS_DRAWN = 120
@@ -48,6 +53,38 @@ class Run:
     def label(self) -> str:
         """The run under the chart's axis: its date, else its run id."""
         return self.created[:10] or self.run_id
+
+
+IN_DIR_FIX = "move it out of the history directory (every *.json there is read as a kept report)"
+IN_STORE_FIX = ("delete its row from the store's reliable_reports table (only pytest "
+                "--reliable-history writes there)")
+
+
+def kept_in_dir(directory: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The kept reports in ``directory`` (its ``*.json``, by name), each checked, and a note for
+    each file skipped because it is not a report (naming it, the problem and the fix)."""
+    reports: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            reports.append(dict(load_report(path, fix=IN_DIR_FIX)))
+        except ReportFileError as error:
+            skipped.append(f"skipped {error}")
+    return reports, skipped
+
+
+def kept_in_texts(texts: Sequence[str], where: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The kept reports whose JSON texts are ``texts`` (the store's rows, in the order kept), each
+    checked, and a note for each one skipped (``where`` names the place: "the store at HOST")."""
+    reports: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    for number, text in enumerate(texts, 1):
+        try:
+            reports.append(dict(parse_report(text, f"kept report {number} in {where}",
+                                             IN_STORE_FIX)))
+        except ReportFileError as error:
+            skipped.append(f"skipped {error}")
+    return reports, skipped
 
 
 def runs_of(reports: Iterable[Mapping[str, Any]]) -> list[Run]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,15 +19,17 @@ SCHEMA_VERSION = 1
 
 
 def build_report(
-    entries: Sequence[Entry], *, seed: int, model: str | None, space_hash: str | None
+    entries: Sequence[Entry], *, seed: int, model: str | None, space_hash: str | None,
+    outcomes: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Tests sorted by nodeid, so the report is the same whatever order xdist ran them in."""
+    """Tests sorted by nodeid, so the report is the same whatever order xdist ran them in.
+    ``outcomes``: every test the session ran with pytest's outcome (the report's ``outcomes``,
+    left out when None: a report built outside pytest)."""
     tests = sorted(entries, key=lambda e: (str(e.get("nodeid")), str(e.get("kind"))))
     if model is None:
-        models = {str(name) for e in tests if (name := e.get("model"))}
-        model = models.pop() if len(models) == 1 else ("mixed" if models else None)
+        model = model_of(tests)
     # Entries are JSON-safe already (`results`); `write_report` is where it is enforced.
-    return {
+    report = {
         "schema_version": SCHEMA_VERSION,
         "pytest_reliable_version": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -37,6 +39,21 @@ def build_report(
         "cost": total_cost(tests),
         "tests": tests,
     }
+    if outcomes is not None:
+        report["outcomes"] = dict(sorted(outcomes.items()))
+    return report
+
+
+def model_of(entries: Sequence[Entry]) -> str | None:
+    """The report's ``model``: the tests' one model, ``mixed`` for several, None for none (a test
+    that stopped before it had a model has a null ``model``)."""
+    models = models_of(entries)
+    return models[0] if len(models) == 1 else ("mixed" if models else None)
+
+
+def models_of(entries: Sequence[Entry]) -> list[str]:
+    """The models the tests ran against, sorted."""
+    return sorted({str(name) for e in entries if (name := e.get("model"))})
 
 
 def total_cost(entries: Sequence[Entry]) -> dict[str, Any]:

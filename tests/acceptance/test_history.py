@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_reliable.report.history import render_history
-from pytest_reliable.store.reports import git_commit, kept_report
+from pytest_reliable.store.reports import git_commit, keep_in_dir, kept_report
 from tests.acceptance.helpers import write_project
 from tests.acceptance.test_html_report import chromium_or_skip, console_problems, run_chromium
 
@@ -109,6 +109,7 @@ def test_bad_history_inputs_exit_2_naming_the_problem(tmp_path: Path) -> None:
     (tmp_path / "empty" / "notes.json").write_text("{oops", encoding="utf-8")
     broken = history(tmp_path, "empty", "-o", "page.html")
     assert broken.returncode == 2 and "notes.json" in broken.stderr
+    assert "no kept runs in empty (1 skipped: see above)" in broken.stderr
     assert "Traceback" not in broken.stderr + empty.stderr + neither.stderr
     missing = history(tmp_path, "nowhere", "-o", "page.html")
     assert missing.returncode == 2 and "nowhere is not a directory" in missing.stderr
@@ -198,3 +199,47 @@ def test_with_a_store_the_runs_are_kept_in_the_store_and_drawn_from_it(
     assert "test_passes" in page and "test_fails_on_worst_format" in page
     password = postgres_url.split(":")[2].split("@")[0]
     assert password not in done.stdout + done.stderr + page
+
+
+def test_a_stray_json_in_the_history_directory_is_skipped_with_a_note(tmp_path: Path) -> None:
+    hist = tmp_path / "hist"
+    for report in hostile_reports()[:2]:
+        keep_in_dir(hist, report)
+    (hist / "package.json").write_text('{"name": "web", "version": "1.0.0"}', encoding="utf-8")
+    (hist / "deep.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    done = history(tmp_path, "hist", "-o", "page.html")
+    assert done.returncode == 0, done.stderr
+    assert "wrote page.html: 2 runs from hist, 1 with a failed gate (2 kept reports skipped: " \
+        "not reports)" in done.stdout
+    notes = done.stderr.splitlines()
+    assert [note.split(" is ")[0].split(" nests ")[0] for note in notes] == [
+        f"python -m pytest_reliable history: note: skipped hist/{name}"
+        for name in ("deep.json", "package.json")], done.stderr
+    assert "Traceback" not in done.stderr
+    # The page's -o may not name a kept report (it would be read as one next time).
+    over = history(tmp_path, "hist", "-o", str(hist / "package.json"))
+    assert over.returncode == 2 and "is also the input" in over.stderr
+
+
+def test_a_crafted_row_in_the_store_is_skipped_with_a_note(tmp_path: Path,
+                                                         postgres_url: str) -> None:
+    from pytest_reliable.store.postgres import PostgresStore
+
+    store = PostgresStore(postgres_url)
+    try:
+        good = json.dumps(hostile_reports()[1])
+        store.keep_report("r1", "p1", "2026-01-02T00:00:00+00:00", "m", None, good)
+        store.keep_report("crafted", "p2", None, None, None, "[" * 100_000 + "]" * 100_000)
+        store.keep_report("other", "p3", None, None, None, '{"tests": "none"}')
+    finally:
+        store.close()
+    done = history(tmp_path, "--store", postgres_url, "-o", "page.html")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr
+    assert "1 runs from the store, 1 with a failed gate (2 kept reports skipped" in done.stdout
+    assert "note: skipped kept report 2 in the store at" in done.stderr
+    assert "nests arrays or objects more than 100 deep" in done.stderr
+    assert "note: skipped kept report 3 in the store at" in done.stderr
+    assert "reliable_reports" in done.stderr
+    password = postgres_url.split(":")[2].split("@")[0]
+    assert password not in done.stdout + done.stderr
