@@ -23,6 +23,7 @@ import contextlib
 import contextvars
 import json
 import logging
+import math
 import random
 import threading
 import time
@@ -55,7 +56,7 @@ from pytest_reliable.redact import redact
 from pytest_reliable.store.base import Ledger, Store, StoreUnavailable, StoreWarning
 
 if TYPE_CHECKING:
-    from pytest_reliable.batch import BatchTransport
+    from pytest_reliable.batch import BatchTransport, Waiting
 
 log = logging.getLogger("pytest_reliable.runner")
 
@@ -130,6 +131,8 @@ class ProgressEvent:
     cached: int
     made: int
     failed: int
+    note: str | None = None
+    """What the calls wait for, when they wait for another party (a batch, another process)."""
 
 
 @dataclass
@@ -448,6 +451,8 @@ CLAIM_POLL_MAX_S = 1.0
 BATCH_WAIT_FIRST_S = 0.2
 BATCH_WAIT_MAX_S = 30.0
 """How often a process waiting for answers another process's batch pays for looks again."""
+BATCH_SAY_EVERY_S = 60.0
+"""How often the log says what that wait waits for."""
 CLAIMING_A_BATCH = "pytest-reliable: claiming the keys of a batch"
 """The claim held while a process claims its batch's keys: two processes batching the same keys
 (pytest-xdist workers planning the same first round) never split them into two batches."""
@@ -861,23 +866,29 @@ class Runner:
         """The pending requests' results through the batch transport, by key, paid for once
         across every process using the store (SPEC section 10): a key goes in this process's
         batch only when it holds the key's claim; a key another process claimed (its batch or
-        its call in flight) is waited for as long as that process holds it (a batch takes
-        minutes or hours: no patience runs out here), and its answer read from the store. A
-        key let go without an answer is claimed and sent here."""
+        its call in flight) is waited for while that process holds it, and its answer read from
+        the store. A key let go without an answer is claimed and sent here. The whole wait, for
+        another process's answers and for this process's batches, ends at one deadline
+        (``--reliable-wait-timeout``): what is still owed then is an error naming what it
+        waited for."""
         assert self.transport is not None
-        failed_ahead = self.transport.ahead.failed
+        transport = self.transport
+        failed_ahead = transport.ahead.failed
         todo: dict[str, Request] = {}
         results: dict[str, CallResult] = {}
         for i in pending:
-            if keys[i] in failed_ahead:  # sent twice in the first round already
+            if keys[i] in failed_ahead:  # the first round could not answer it: not sent again
                 results[keys[i]] = CallResult(None, False, "error", failed_ahead[keys[i]], 1, 0)
             else:
                 todo.setdefault(keys[i], requests[i])
+        deadline = transport.deadline()
         store = self.cache
         if store is None or not store.reads:  # record mode all: every process calls again
-            return {**results, **await self._send_batch(todo)}
+            return {**results, **await self._send_batch(todo, deadline)}
+        loop = asyncio.get_running_loop()
+        start = loop.time()
         delay = BATCH_WAIT_FIRST_S
-        said = False
+        said_at = -math.inf
         while todo:
             mine, answered = await asyncio.to_thread(claim_batch_keys, store, list(todo))
             for key, response in answered.items():
@@ -885,21 +896,38 @@ class Runner:
                 del todo[key]
             if mine:
                 try:
-                    results.update(await self._send_batch({key: todo.pop(key) for key in mine}))
+                    results.update(await self._send_batch(
+                        {key: todo.pop(key) for key in mine}, deadline))
                 finally:
                     await asyncio.shield(asyncio.to_thread(release_keys, store, mine))
                 delay = BATCH_WAIT_FIRST_S
                 continue
-            if todo:
-                if not said:
-                    log.info("pytest-reliable: waiting for %d answers another process is "
-                             "paying for (its batch or its calls)", len(todo))
-                    said = True
-                await asyncio.sleep(delay)
-                delay = min(BATCH_WAIT_MAX_S, delay * 1.5)
+            if not todo:
+                break
+            now = loop.time()
+            waiting = (f"waiting for {len(todo)} answers another process or host is paying for "
+                       f"(its batch or its calls); waited {now - start:.0f} s of "
+                       f"{transport.wait_timeout:g} s (--reliable-wait-timeout)")
+            if self.on_progress is not None:
+                self.on_progress(ProgressEvent(len(results), len(results) + len(todo), 0, 0, 0,
+                                               waiting))
+            if now - said_at >= BATCH_SAY_EVERY_S:
+                log.info("pytest-reliable: %s", waiting)
+                said_at = now
+            if now >= deadline:
+                why = (f"not answered: another process or host holds this request's claim (its "
+                       f"batch or its call) and did not answer it within --reliable-wait-timeout "
+                       f"{transport.wait_timeout:g} s; rerun to read its answer from the store "
+                       "once it has it (nothing is paid twice), or give more seconds")
+                log.warning("pytest-reliable: %d requests %s", len(todo), why)
+                results.update({key: CallResult(None, False, "error", why) for key in todo})
+                break
+            await asyncio.sleep(min(delay, max(0.0, deadline - now)))
+            delay = min(BATCH_WAIT_MAX_S, delay * 1.5)
         return results
 
-    async def _send_batch(self, todo: dict[str, Request]) -> dict[str, CallResult]:
+    async def _send_batch(self, todo: dict[str, Request],
+                          deadline: float) -> dict[str, CallResult]:
         """``todo``'s results through the batch transport: each request reserves its most
         possible cost (at the batch price) first; what the budget refuses is not sent."""
         assert self.transport is not None
@@ -916,11 +944,13 @@ class Runner:
         if not granted:
             return results
 
-        def progress(answered: int, total: int, failed: int) -> None:
+        def progress(waiting: Waiting) -> None:
             if self.on_progress is not None:
-                self.on_progress(ProgressEvent(answered + failed, total, 0, answered, failed))
+                self.on_progress(ProgressEvent(
+                    min(waiting.total, waiting.answered + waiting.failed), waiting.total, 0,
+                    waiting.answered, waiting.failed, waiting.describe()))
 
-        answered = await self.transport.answer(granted, progress)
+        answered = await self.transport.answer(granted, progress, deadline=deadline)
         for key, req in granted.items():
             response = answered.answers.get(key)
             if response is None:
