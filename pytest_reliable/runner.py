@@ -270,13 +270,20 @@ class _BudgetSpent(Exception):
     """The budget refused the next attempt of a call (never retried)."""
 
 
+class _Stopping(Exception):
+    """Another call of the evaluation was interrupted: this one does not start (never
+    retried)."""
+
+
 class CallInterrupted(Exception):
     """A model call raised `KeyboardInterrupt`: the user's Ctrl-C (or a model that means it).
 
     Carried through the run's tasks as an ordinary exception (a `KeyboardInterrupt` escaping a
     task would stop the event loop under every other call) and raised again, as the original
     `KeyboardInterrupt`, in the thread that waits for the calls (`run_on_call_loop`): the run
-    stops as pytest stops on Ctrl-C, with every answer that came back already stored."""
+    stops as pytest stops on Ctrl-C, with every answer that came back already stored. No call
+    starts after it, and the calls in flight get `CANCEL_GRACE_S` to come back first
+    (`Runner._drain_on_interrupt`)."""
 
     def __init__(self, interrupt: KeyboardInterrupt) -> None:
         super().__init__(str(interrupt) or "KeyboardInterrupt")
@@ -526,6 +533,8 @@ class Runner:
         self.context = context
         self.prefix_order = prefix_order
         self.stats = RunStats()
+        self._stopping = False
+        """A call was interrupted: calls not started yet are not started."""
 
     @property
     def claim_patience(self) -> float | None:
@@ -537,6 +546,7 @@ class Runner:
         return cache_key(self.model.identity, req.messages, req.params, req.sample_index, req.scope)
 
     async def arun(self, requests: Sequence[Request]) -> list[CallResult]:
+        self._stopping = False
         total = len(requests)
         results: list[CallResult | None] = [None] * total
         keys = [self.key(r) for r in requests]
@@ -622,6 +632,8 @@ class Runner:
         # Tasks start in list order and the semaphore is fair, so calls are made in that order.
         tasks = [asyncio.ensure_future(one(i)) for i in pending]
         try:
+            if tasks:
+                await self._drain_on_interrupt(tasks)
             await asyncio.gather(*tasks)
         except BaseException:  # interrupted or cancelled: stop the other calls too
             for task in tasks:
@@ -631,6 +643,19 @@ class Runner:
         done = [r for r in results if r is not None]
         self._explain_budget(done)
         return done
+
+    async def _drain_on_interrupt(self, tasks: Sequence[asyncio.Future[None]]) -> None:
+        """Wait for the calls until one is interrupted (`CallInterrupted`, a model's
+        ``KeyboardInterrupt``). Then no further call starts, and the calls in flight get
+        `CANCEL_GRACE_S` to come back, so the answers other threads return are stored before
+        the interruption goes on; what is still running after that is cancelled by the caller.
+        Without this, the calls in flight were cancelled at once and answers that had just come
+        back were dropped unstored."""
+        done, running = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        if running and any(isinstance(task.exception(), CallInterrupted)
+                           for task in done if not task.cancelled()):
+            self._stopping = True
+            await asyncio.wait(running, timeout=CANCEL_GRACE_S)
 
     def _explain_budget(self, results: list[CallResult]) -> None:
         """One message for every call the budget stopped: the flag, the limit, how many."""
@@ -810,13 +835,20 @@ class Runner:
         try:
             async for attempt in retrying:
                 with attempt:
+                    if self._stopping:
+                        raise _Stopping
                     self._check_model_available()
                     if not await self._reserve(reserved):
                         raise _BudgetSpent
                     attempts += 1
                     response = await self._attempt(messages, req.params)
         except CallInterrupted:
+            self._stopping = True  # before this call's slot frees: no call starts in it
             raise
+        except _Stopping:
+            await self._release(reserved * attempts)
+            return CallResult(None, False, "not_run", "not started: the run was interrupted",
+                              attempts, max(0, attempts - 1))
         except _BudgetSpent:
             await self._release(reserved * attempts)
             why = ("budget exhausted: call not started" if not attempts else
