@@ -19,7 +19,9 @@ first, a page of ``limit`` after the id ``after``. Faults of the batch API: ``ba
 may rewrite a line of an output file (return its text: malformed JSON, a body without choices),
 and ``batch_create_faults`` (a queue, like ``faults``) makes a batch creation fail *after* the
 batch was made, as a lost answer does: ``"drop"`` closes the connection, ``"500"`` answers 500,
-``"slow"`` answers after ``Fault.delay`` seconds.
+``"slow"`` answers after ``Fault.delay`` seconds. ``batch_api_faults(route)`` fails a request of
+the batch API before it is served (``route``: "upload", "retrieve", "content" or "list"; an
+error status or ``"drop"``).
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class ScriptedServer:
         batch_expires: bool = False,
         batch_output: Callable[[dict[str, Any]], str | None] | None = None,
         batch_create_faults: Sequence[FaultSpec] = (),
+        batch_api_faults: Callable[[str], FaultSpec] | None = None,
     ) -> None:
         """``cached_prompt_tokens(body)``: prompt tokens the server says it served from its prompt
         cache (``usage.prompt_tokens_details.cached_tokens``); default none."""
@@ -92,6 +95,7 @@ class ScriptedServer:
         """``batch_output(row)``: the text of an output file's line (None: the row as JSON)."""
         self.batch_create_faults: list[FaultSpec] = list(batch_create_faults)
         """Consumed one per batch creation: the batch is made, then its answer fails."""
+        self.batch_api_faults = batch_api_faults
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.batch_lines = 0
@@ -387,6 +391,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _batch_api_fault(self, route: str) -> bool:
+        """Fail this batch API request if ``batch_api_faults`` says so (True: answered)."""
+        pick = self.owner.batch_api_faults
+        fault = pick(route) if pick is not None else None
+        if fault is None:
+            return False
+        kind = fault.kind if isinstance(fault, Fault) else fault
+        with self.owner._lock:
+            self.owner.fault_counts[f"{route} {kind}"] += 1
+        if kind == "drop":
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+        else:
+            self._send_json(int(kind), {"error": {"message": f"scripted {kind}"}})
+        return True
+
     def do_GET(self) -> None:
         route, _, query = self.path.partition("?")
         path = route.rstrip("/")
@@ -394,6 +415,9 @@ class _Handler(BaseHTTPRequestHandler):
         with self.owner._lock:
             what = "LIST batches" if listing else "GET " + path.split("/v1/")[-1].split("/")[0]
             self.owner.paths[what] += 1
+        if self._batch_api_fault("list" if listing else "retrieve" if "/v1/batches/" in path
+                                 else "content" if "/v1/files/" in path else "other"):
+            return
         if listing:
             from urllib.parse import parse_qs
 
@@ -435,6 +459,8 @@ class _Handler(BaseHTTPRequestHandler):
         if path.endswith("/v1/files"):
             with owner._lock:
                 owner.paths[path] += 1
+            if self._batch_api_fault("upload"):
+                return
             self._send_json(200, owner.upload(self.headers.get("Content-Type", ""), raw))
             return
         body = json.loads(raw or b"{}")
