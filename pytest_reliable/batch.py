@@ -15,12 +15,15 @@ Nothing paid is lost:
   fresh tag that the batch carries in its metadata: a run killed between creating the batch and
   learning its id (or whose create call failed in a way that leaves it unknown whether the batch
   exists) lists the provider's batches and finds it by that tag instead of sending it again.
+  When the batches cannot be listed, its requests fail and the mark stays for the rerun: an
+  error now rather than paying twice.
 - The output is read line by line: a line that cannot be read (not JSON, not an object, a
   non-numeric status, a body without an answer) is that request's failure, every good line is
   kept. A body is read by the adapter's one reading of a response
   (`models.openai_compat.response_from_body`), as a direct call's is.
-- Waiting has a deadline (``--reliable-wait-timeout``, one for each `BatchTransport.answer`): the
-  wait says what it waits for (batch id, status, counts) on the progress line and in the log;
+- Waiting has a deadline (``--reliable-wait-timeout``, one for each `BatchTransport.answer`, its
+  follow-up batch included, and for the runner's wait for another process's batch before it):
+  the wait says what it waits for (batch id, status, counts) on the progress line and in the log;
   past the deadline it ends, and the requests the batch owes fail with an error naming the batch,
   its status and what to do. The batch is left running and its id stays in the store, so a rerun
   collects it: nothing is paid twice. The follow-up batch is only for lines that failed, never for
@@ -52,6 +55,7 @@ from pytest_reliable.files import sha256_hex
 from pytest_reliable.models.base import ModelCallError, ModelResponse
 from pytest_reliable.models.openai_compat import response_from_body
 from pytest_reliable.redact import redact
+from pytest_reliable.settings import Settings
 
 if TYPE_CHECKING:
     from pytest_reliable.models.openai_compat import OpenAICompatibleModel
@@ -67,8 +71,8 @@ SAY_EVERY_S = 60.0
 """How often the log says what a long wait waits for (and whenever the batch's status changes)."""
 FINAL = ("completed", "expired", "failed", "cancelled")
 COMPLETION_WINDOW = "24h"
-WAIT_TIMEOUT_S = 1800.0
-"""``--reliable-wait-timeout``'s default (`settings.Settings.wait_timeout`)."""
+WAIT_TIMEOUT_S = Settings.wait_timeout
+"""``--reliable-wait-timeout``'s default."""
 
 TAG_NAME = "pytest_reliable_batch"
 """Metadata key of a batch: the store's name of its set of requests (`batch_name`)."""
@@ -143,11 +147,16 @@ class _NotSent(Exception):
 
 
 class _Owed(Exception):
-    """A batch was sent but its answers cannot be collected now: its id stays in the store."""
+    """A batch was sent (or may have been) and its answers cannot be collected now: its id (or
+    sending mark) stays in the store, and its requests are not sent again in this run."""
 
 
 class _Gone(Exception):
     """The provider does not know the batch (or its output) any more: forget it."""
+
+
+class _Unlisted(Exception):
+    """The provider's batches could not be listed: whether a batch exists is not known."""
 
 
 class BatchTransport:
@@ -205,6 +214,9 @@ class BatchTransport:
         except _NotSent as error:
             return BatchResult({}, {key: f"batch: {error}" for key in requests},
                                frozenset(requests))
+        except _Owed as owed:  # the batch may exist: sending it again could pay twice
+            log.warning("pytest-reliable: %s", owed)
+            return BatchResult({}, {key: str(owed) for key in requests})
         try:
             return await self._collect_when_done(client, name, batch_id, requests, on_progress,
                                                  deadline)
@@ -253,7 +265,13 @@ class BatchTransport:
             return None
         if pending.startswith(SENDING):
             tag, _, since = pending[len(SENDING):].partition(":")
-            found = await self._find(client, tag, _float(since))
+            try:
+                found = await self._find(client, tag, _float(since))
+            except _Unlisted as error:
+                raise _Owed(f"an earlier run began sending a batch of these requests and may "
+                            f"have created it, and the provider's batches could not be listed "
+                            f"to find it by its tag {tag} ({error}). {self._look_again()}") \
+                    from None
             if found is None:
                 log.info("pytest-reliable: an earlier run began sending this batch, and the "
                          "provider has no batch with its tag %s: sending it", tag)
@@ -266,25 +284,43 @@ class BatchTransport:
 
     async def _find(self, client: Any, tag: str, since: float) -> str | None:
         """The provider's batch carrying the sending ``tag`` (newest first, none created long
-        before ``since``), None when there is none or the batches cannot be listed."""
+        before ``since``), None when there is none (or the provider lists no batches at all);
+        `_Unlisted` when the listing failed (after its passing failures were tried again)."""
         import openai
 
-        seen = 0
-        try:
-            async for batch in client.batches.list(limit=100):
-                metadata = getattr(batch, "metadata", None)
-                if isinstance(metadata, dict) and metadata.get(TAG_SENT) == tag:
-                    log.info("pytest-reliable: found batch %s by its tag %s", batch.id, tag)
-                    return str(batch.id)
-                seen += 1
-                created = _float(getattr(batch, "created_at", None))
-                if seen >= LIST_MAX or created < since - LIST_MARGIN_S:
+        for attempt in range(1, API_ATTEMPTS + 1):
+            try:
+                return await self._look_for(client, tag, since)
+            except openai.OpenAIError as error:
+                if _gone(error):  # no listing here: nothing can be found, nor ruled out
+                    log.warning("pytest-reliable: the provider lists no batches (%s): the batch "
+                                "tagged %s cannot be looked for; sending it, which pays again "
+                                "if it was created", _text(error), tag)
                     return None
-        except openai.OpenAIError as error:
-            log.warning("pytest-reliable: could not list the batches to look for the one tagged "
-                        "%s (%s): sending it, which pays for it again if it was created",
-                        tag, _text(error))
+                if not _transient(error) or attempt == API_ATTEMPTS:
+                    raise _Unlisted(_text(error)) from None
+            await asyncio.sleep(API_BACKOFF_S * 2 ** (attempt - 1))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    async def _look_for(client: Any, tag: str, since: float) -> str | None:
+        seen = 0
+        async for batch in client.batches.list(limit=100):
+            metadata = getattr(batch, "metadata", None)
+            if isinstance(metadata, dict) and metadata.get(TAG_SENT) == tag:
+                log.info("pytest-reliable: found batch %s by its tag %s", batch.id, tag)
+                return str(batch.id)
+            seen += 1
+            if seen >= LIST_MAX or _float(getattr(batch, "created_at", None)) < (
+                    since - LIST_MARGIN_S):
+                break
         return None
+
+    def _look_again(self) -> str:
+        if self.store is None or getattr(self.store, "path", True) is None:
+            return "No persistent store keeps its tag: a rerun sends it again."
+        return ("Its tag is kept in the store: a rerun looks for it again and collects it, so "
+                "nothing is paid twice.")
 
     # -- sending -----------------------------------------------------------------------------
     async def _send(self, client: Any, name: str, requests: dict[str, Request]) -> str:
@@ -315,7 +351,13 @@ class BatchTransport:
                     await self._forget(name)
                     raise _NotSent(f"could not create the batch: {_text(error)}") from None
                 # The batch may exist all the same (the answer to its creation was lost).
-                batch_id = await self._find(client, tag, since)
+                try:
+                    batch_id = await self._find(client, tag, since)
+                except _Unlisted as unlisted:
+                    raise _Owed(f"the batch may have been created: the answer to its creation "
+                                f"was lost ({_text(error)}) and the provider's batches could "
+                                f"not be listed to find it by its tag {tag} ({unlisted}). "
+                                f"{self._look_again()}") from None
                 if batch_id is not None:
                     break
                 if attempt == API_ATTEMPTS:  # the sending mark stays: a rerun looks again

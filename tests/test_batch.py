@@ -339,3 +339,94 @@ def test_a_resumed_batch_the_provider_does_not_know_is_sent_anew(tmp_path: Path)
         results = runner.run(requests)
         assert [r.status for r in results] == ["ok"] * 2
         assert len(server.batches) == 1
+
+
+def test_a_lost_creation_that_cannot_be_looked_for_is_not_sent_again(tmp_path: Path) -> None:
+    """The answer to the creation is lost and the batches cannot be listed: whether the batch
+    exists is unknown, so its requests fail (not sent twice); the rerun finds it by its tag."""
+    listing = {"fails": True}
+
+    def no_listing(route: str) -> str | None:
+        return "503" if route == "list" and listing["fails"] else None
+
+    with batching(tmp_path, batch_create_faults=["drop"],
+                  batch_api_faults=no_listing) as (server, model, store):
+        requests = reqs(3)
+        results = batch_runner(model, store).run(requests)
+        assert [r.status for r in results] == ["error"] * 3
+        assert "the batch may have been created" in (results[0].error or "")
+        assert "a rerun looks for it again and collects it" in (results[0].error or "")
+        assert len(server.batches) == 1
+        listing["fails"] = False
+        again = batch_runner(model, store).run(requests)
+        assert [r.status for r in again] == ["ok"] * 3
+        assert (len(server.batches), server.batch_lines) == (1, 3)
+
+
+def test_passing_failures_of_the_batch_api_are_tried_again(tmp_path: Path) -> None:
+    """A 503, a 429 or a dropped connection while uploading, looking at the batch or reading
+    its output: looked at again, and the batch is paid for once."""
+    failing = {"upload": ["drop"], "retrieve": ["503", "drop", "429"], "content": ["500", "drop"]}
+
+    def once_each(route: str) -> str | None:
+        return failing[route].pop(0) if failing.get(route) else None
+
+    with batching(tmp_path, batch_api_faults=once_each) as (server, model, store):
+        results = batch_runner(model, store).run(reqs(4))
+        assert [r.status for r in results] == ["ok"] * 4
+        assert (len(server.batches), server.batch_lines) == (1, 4)
+        assert sum(server.fault_counts.values()) == 6
+
+
+def test_a_batch_that_cannot_be_looked_at_keeps_its_id(tmp_path: Path) -> None:
+    """Not a passing failure (here 401 while it is polled): the requests fail, and the id stays
+    for the rerun, which collects the batch."""
+    failing = {"retrieve": ["401"]}
+
+    def once(route: str) -> str | None:
+        return failing[route].pop(0) if failing.get(route) else None
+
+    with batching(tmp_path, batch_api_faults=once) as (server, model, store):
+        requests = reqs(2)
+        runner = batch_runner(model, store)
+        results = runner.run(requests)
+        assert [r.status for r in results] == ["error"] * 2
+        assert (results[0].error or "").startswith("batch batch-1 could not be looked at")
+        assert store.pending_batch(first_name(model, runner, requests)) == "batch-1"
+        again = batch_runner(model, store).run(requests)
+        assert [r.status for r in again] == ["ok"] * 2
+        assert (len(server.batches), server.batch_lines) == (1, 2)
+
+
+def test_another_host_finds_the_batch_a_killed_host_created_through_postgresql(
+    postgres_url: str,
+) -> None:
+    """SPEC 10 with 13: host A is stopped while its batch's creation is answered (the batch
+    exists, A never learns its id); host B, sharing the PostgreSQL store, finds the batch by the
+    tag A's sending mark holds in the store, and collects it: one batch, paid once."""
+    from pytest_reliable.runner import call_loop
+    from pytest_reliable.store.postgres import PostgresStore
+    from pytest_reliable.testing import Fault
+
+    requests = reqs(4)
+    with ScriptedServer(batch_create_faults=[Fault("slow", delay=3600)]) as server:
+        model = OpenAICompatibleModel("scripted", server.base_url, api_key="sk-scripted")
+        host_a = PostgresStore(postgres_url)
+        try:
+            running = asyncio.run_coroutine_threadsafe(
+                batch_runner(model, host_a).arun(requests), call_loop())
+            deadline = time.monotonic() + 30
+            while not server.batches and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(0.2)
+            running.cancel()  # host A stops while its creation is being answered
+        finally:
+            host_a.close()
+        host_b = PostgresStore(postgres_url)
+        try:
+            results = batch_runner(model, host_b).run(requests)
+            assert [r.status for r in results] == ["ok"] * 4
+            assert (len(server.batches), server.batch_lines) == (1, 4)
+            assert server.paths["LIST batches"] == 1
+        finally:
+            host_b.close()
