@@ -47,7 +47,7 @@ import math
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +111,9 @@ class Waiting:
 
 
 Progress = Callable[[Waiting], None]
+Keep = Callable[[dict[str, ModelResponse]], Awaitable[None]]
+"""Stores a batch's answers (by cache key) and counts them: awaited before the batch is
+forgotten, so a run stopped in between collects the batch again instead of paying again."""
 
 
 @dataclass(frozen=True)
@@ -180,36 +183,43 @@ class BatchTransport:
         return asyncio.get_running_loop().time() + self.wait_timeout
 
     async def answer(self, requests: dict[str, Request], on_progress: Progress | None = None,
-                     *, deadline: float | None = None) -> BatchResult:
+                     *, deadline: float | None = None, keep: Keep | None = None) -> BatchResult:
         """Answers to ``requests`` (by cache key): one batch, then one for the lines it failed,
         waiting for both until ``deadline`` (the loop's time; default: `wait_timeout` from
-        now)."""
+        now). ``keep`` stores each batch's answers as soon as it is collected (before the
+        follow-up batch is sent, before the batch's id is forgotten)."""
         if deadline is None:
             deadline = self.deadline()
-        first = await self._round(requests, 0, on_progress, deadline)
+        first = await self._round(requests, 0, on_progress, deadline, keep)
         retry = {key: requests[key] for key in first.retryable}
         if not retry:
             return first
         log.info("pytest-reliable: %d lines of the batch failed; sending them once more",
                  len(retry))
-        second = await self._round(retry, 1, on_progress, deadline)
+        second = await self._round(retry, 1, on_progress, deadline, keep)
         return BatchResult({**first.answers, **second.answers},
                            {key: why for key, why in first.failures.items() if key not in retry}
                            | second.failures)
 
     async def _round(self, requests: dict[str, Request], round_: int,
-                     on_progress: Progress | None, deadline: float) -> BatchResult:
+                     on_progress: Progress | None, deadline: float,
+                     keep: Keep | None) -> BatchResult:
         name = batch_name(list(requests), self.model.identity, round_)
+        # A first sending may find the follow-up batch of an earlier run that was stopped
+        # after storing the other answers of its first batch: the same requests.
+        names = [name] if round_ else [name, batch_name(list(requests), self.model.identity, 1)]
         client = self.model.batch_client
         try:
-            batch_id = await self._resume(client, name)
-            if batch_id is not None:
+            for pending in names:
+                batch_id = await self._resume(client, pending)
+                if batch_id is None:
+                    continue
                 try:
-                    return await self._collect_when_done(client, name, batch_id, requests,
-                                                         on_progress, deadline)
+                    return await self._collect_when_done(client, pending, batch_id, requests,
+                                                         on_progress, deadline, keep)
                 except _Gone as gone:
                     log.warning("pytest-reliable: %s; sending its requests anew", gone)
-                    await self._forget(name)
+                    await self._forget(pending)
             batch_id = await self._send(client, name, requests)
         except _NotSent as error:
             return BatchResult({}, {key: f"batch: {error}" for key in requests},
@@ -219,13 +229,13 @@ class BatchTransport:
             return BatchResult({}, {key: str(owed) for key in requests})
         try:
             return await self._collect_when_done(client, name, batch_id, requests, on_progress,
-                                                 deadline)
+                                                 deadline, keep)
         except _Gone as gone:  # not sent again: the provider lost a batch it just took
             return BatchResult({}, {key: f"batch: {gone}" for key in requests})
 
     async def _collect_when_done(self, client: Any, name: str, batch_id: str,
                                  requests: dict[str, Request], on_progress: Progress | None,
-                                 deadline: float) -> BatchResult:
+                                 deadline: float, keep: Keep | None) -> BatchResult:
         try:
             batch = await self._wait(client, batch_id, len(requests), on_progress, deadline)
             result = await self._collect(client, batch, requests)
@@ -233,7 +243,13 @@ class BatchTransport:
             text = f"{owed} {self._what_to_do()}"
             log.warning("pytest-reliable: %s", text)
             return BatchResult({}, {key: text for key in requests})
-        await self._forget(name)
+        if keep is not None:
+            await keep(result.answers)
+        store = self.store
+        # Forgotten only once its answers are in the store: an answer the store could not take
+        # yet (kept in memory) would die with the process, and the batch can still give it.
+        if store is not None and not await asyncio.to_thread(lambda: store.unstored):
+            await self._forget(name)
         return result
 
     def _what_to_do(self) -> str:

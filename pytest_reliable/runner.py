@@ -982,16 +982,20 @@ class Runner:
                     min(waiting.total, waiting.answered + waiting.failed), waiting.total, 0,
                     waiting.answered, waiting.failed, waiting.describe()))
 
-        answered = await self.transport.answer(granted, progress, deadline=deadline)
-        for key, req in granted.items():
-            response = answered.answers.get(key)
-            if response is None:
+        async def keep(answers: dict[str, ModelResponse]) -> None:
+            """A batch's answers, stored as soon as it is collected (before its follow-up)."""
+            for key, response in answers.items():
+                if key in granted and key not in results:
+                    await self._paid(granted[key], key, response, reserved[key])
+                    results[key] = CallResult(response, False, "ok", None, 1, 0)
+
+        answered = await self.transport.answer(granted, progress, deadline=deadline, keep=keep)
+        await keep(answered.answers)  # (each is kept once: those of `keep` are in `results`)
+        for key in granted:
+            if key not in results:
                 await self._release(reserved[key])
                 results[key] = CallResult(None, False, "error",
                                           answered.failures.get(key, "batch: no answer"), 1, 0)
-                continue
-            await self._paid(req, key, response, reserved[key])
-            results[key] = CallResult(response, False, "ok", None, 1, 0)
         return results
 
     async def _reserve_once(self, usd: float) -> bool:

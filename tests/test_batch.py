@@ -430,3 +430,89 @@ def test_another_host_finds_the_batch_a_killed_host_created_through_postgresql(
             assert server.paths["LIST batches"] == 1
         finally:
             host_b.close()
+
+
+# -- the progress line of a wait ----------------------------------------------------------------
+class _Reporter:
+    def __init__(self, isatty: bool) -> None:
+        self.isatty = isatty
+        self.lines: list[str] = []
+        self.currentfspath: Any = None
+
+    def ensure_newline(self) -> None:
+        pass
+
+    def write_line(self, line: str) -> None:
+        self.lines.append(line)
+
+    def rewrite(self, line: str, erase: bool = False) -> None:
+        self.lines.append(line)
+
+
+def _progress_line(isatty: bool) -> tuple[Any, _Reporter]:
+    from types import SimpleNamespace
+
+    from pytest_reliable._plugin_progress import ProgressLine
+
+    reporter = _Reporter(isatty)
+    plugins = {"terminalreporter": reporter}
+    config = SimpleNamespace(
+        option=SimpleNamespace(verbose=0),
+        pluginmanager=SimpleNamespace(get_plugin=plugins.get),
+        get_terminal_writer=lambda: SimpleNamespace(fullwidth=60))
+    return ProgressLine(config, interval=0.0, log_interval=10.0), reporter  # type: ignore[arg-type]
+
+
+NOTE = ("waiting for batch batch_6790f2a4c8 (in_progress): 12/36 answered, 0 failed; waited "
+        "2 min 05 s of 30 min 00 s (--reliable-wait-timeout)")
+
+
+def test_a_log_says_what_a_wait_waits_for_at_once_then_every_minute() -> None:
+    line, reporter = _progress_line(isatty=False)
+    line("reliable first round (batch)", ProgressEvent(12, 36, 0, 12, 0, NOTE))
+    line("reliable first round (batch)", ProgressEvent(13, 36, 0, 13, 0, NOTE))  # too soon
+    line("reliable first round (batch)", ProgressEvent(36, 36, 0, 36, 0, NOTE))  # it ended
+    # the whole line, however narrow the terminal: what is waited for is at its end
+    assert reporter.lines == [f"reliable reliable first round (batch): {NOTE}"] * 2
+
+
+def test_a_terminal_rewrites_the_wait_in_one_line() -> None:
+    line, reporter = _progress_line(isatty=True)
+    line("reliable first round (batch)", ProgressEvent(12, 36, 0, 12, 0, NOTE))
+    assert reporter.lines == [f"reliable reliable first round (batch): {NOTE}"[:59]]
+
+
+def test_a_run_stopped_during_the_follow_up_batch_keeps_the_first_batchs_answers(
+    tmp_path: Path,
+) -> None:
+    """The first batch's answers are stored as soon as it is collected, not after its follow-up
+    batch: a run stopped meanwhile kept none of them (the first batch forgotten, so the rerun
+    paid for them again). The rerun collects the follow-up batch it left."""
+    from pytest_reliable.runner import call_loop
+
+    bad: dict[str, str] = {}
+    holder: dict[str, ScriptedServer] = {}
+
+    def first_line_broken_then_stuck(row: dict[str, Any]) -> str | None:
+        holder["server"].batch_delay = 3600  # the follow-up batch will not finish
+        if bad.setdefault("key", row["custom_id"]) == row["custom_id"]:
+            return "{"
+        return None
+
+    with batching(tmp_path, batch_output=first_line_broken_then_stuck) as (server, model, store):
+        holder["server"] = server
+        requests = reqs(4)
+        running = asyncio.run_coroutine_threadsafe(batch_runner(model, store).arun(requests),
+                                                   call_loop())
+        deadline = time.monotonic() + 30
+        while len(server.batches) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)
+        running.cancel()  # stopped while it waits for the follow-up batch
+        assert store.count() == 3
+        server.batch_delay = 0.0
+        bad["key"] = "answered well from now on"
+        again = batch_runner(model, store).run(requests)
+        assert [r.status for r in again] == ["ok"] * 4
+        assert [r.cached for r in again] == [False, True, True, True]
+        assert (len(server.batches), server.batch_lines) == (2, 4 + 1)  # nothing paid twice
