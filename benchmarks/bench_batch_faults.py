@@ -9,8 +9,8 @@ random (seeded): output lines rewritten so they cannot be read (not JSON, not an
 that is no number, a 200 without choices or without content), the answer to a batch creation
 lost (connection dropped, 500), requests of the batch API failing for a moment (upload, status,
 output download, listing: 503, 429, 500, dropped), expired batches, batches that do not finish
-before the deadline (``wait_timeout``), and runs killed at a random moment (the run's task
-cancelled, as a SIGKILL leaves the store). The requests are then run again (at most
+before the deadline (``wait_timeout``), and runs killed (SIGKILL) at a random moment once they
+have begun talking to the server. The requests are then run again (at most
 ``--reruns`` times, with nothing stuck any more) until every one has its answer. Counted from the
 server's side, per request:
 
@@ -25,9 +25,9 @@ server's side, per request:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,8 +39,28 @@ from pytest_reliable.batch import BatchTransport
 from pytest_reliable.cache import ResponseCache
 from pytest_reliable.models.base import SamplingParams
 from pytest_reliable.models.openai_compat import OpenAICompatibleModel
-from pytest_reliable.runner import Runner, call_loop, number_samples
+from pytest_reliable.runner import Runner, number_samples
 from pytest_reliable.testing import Fault, ScriptedServer
+
+CHILD = """
+import sys
+from pytest_reliable.batch import BatchTransport
+from pytest_reliable.cache import ResponseCache
+from pytest_reliable.models.base import SamplingParams
+from pytest_reliable.models.openai_compat import OpenAICompatibleModel
+from pytest_reliable.runner import Runner, number_samples
+
+base_url, path, prefix, count, wait_timeout = sys.argv[1:]
+model = OpenAICompatibleModel("scripted", base_url, api_key="sk-bench")
+store = ResponseCache.open(path)
+requests = number_samples([([{"role": "user", "content": f"{prefix} q {i}"}],
+                            SamplingParams(max_tokens=8)) for i in range(int(count))],
+                          "bench::faults")
+transport = BatchTransport(model, store, wait_timeout=float(wait_timeout), poll_first_s=0.01,
+                           poll_max_s=0.05)
+Runner(model, store, timeout=5.0, transport=transport).run(requests)
+"""
+"""A run of the requests in a process of its own, to be killed."""
 
 GARBLES = ("not JSON", "not an object", "status not a number", "no choices", "no content")
 
@@ -66,8 +86,9 @@ class Scenario:
 
     def __init__(self, rng: random.Random, directory: Path, requests: int) -> None:
         self.rng = rng
+        self.prefix = directory.name
         self.requests = number_samples(
-            [([{"role": "user", "content": f"{directory.name} q {i}"}],
+            [([{"role": "user", "content": f"{self.prefix} q {i}"}],
               SamplingParams(max_tokens=8)) for i in range(requests)], "bench::faults")
         self.paid: Counter[str] = Counter()
         self.readable: set[str] = set()
@@ -77,7 +98,7 @@ class Scenario:
         self.p_garble = rng.choice([0.0, 0.05, 0.2])
         self.p_api = rng.choice([0.0, 0.1, 0.25])
         self.stuck = rng.random() < 0.2
-        self.kill_after = rng.uniform(0.0, 0.4) if rng.random() < 0.4 else None
+        self.kill_after = rng.uniform(0.0, 0.5) if rng.random() < 0.4 else None
         create = [rng.choice(["drop", "500"])] if rng.random() < 0.3 else []
         self.expires = rng.random() < 0.1
         self.server = ScriptedServer(
@@ -102,21 +123,28 @@ class Scenario:
             return None
         return Fault(self.rng.choice(["503", "429", "500", "drop"]))
 
-    def run(self, model: OpenAICompatibleModel, store: Any, *, wait_timeout: float,
-            kill_after: float | None) -> list[Any] | None:
+    def run(self, model: OpenAICompatibleModel, store: Any, *,
+            wait_timeout: float) -> list[Any]:
         transport = BatchTransport(model, store, wait_timeout=wait_timeout, poll_first_s=0.01,
                                    poll_max_s=0.05)
-        runner = Runner(model, store, timeout=5.0, transport=transport)
-        loop = call_loop()
-        task = asyncio.run_coroutine_threadsafe(runner.arun(self.requests), loop)
-        if kill_after is None:
-            return list(task.result())
-        time.sleep(kill_after)
-        task.cancel()
-        try:
-            return list(task.result())
-        except BaseException:  # noqa: BLE001 - cancelled: the run was killed
-            return None
+        return Runner(model, store, timeout=5.0, transport=transport).run(self.requests)
+
+    def killed_run(self, wait_timeout: float) -> None:
+        """The requests run by another process, SIGKILLed ``kill_after`` seconds after it
+        begins talking to the server."""
+        assert self.kill_after is not None
+        seen = sum(self.server.paths.values())
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, self.server.base_url, str(self.path), self.prefix,
+             str(len(self.requests)), str(wait_timeout)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while (sum(self.server.paths.values()) == seen and child.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.005)
+        time.sleep(self.kill_after)
+        child.kill()
+        child.wait(30)
 
 
 def scenario(rng: random.Random, directory: Path, requests: int,
@@ -127,13 +155,15 @@ def scenario(rng: random.Random, directory: Path, requests: int,
         runs = 0
         results: list[Any] | None = None
         while runs <= reruns:
-            store = ResponseCache.open(s.path)
-            try:
-                first = runs == 0
-                results = s.run(model, store, wait_timeout=0.5 if s.stuck and first else 30.0,
-                                kill_after=s.kill_after if first else None)
-            finally:
-                store.close()
+            wait_timeout = 0.5 if s.stuck and runs == 0 else 30.0
+            if runs == 0 and s.kill_after is not None:
+                s.killed_run(wait_timeout)
+            else:
+                store = ResponseCache.open(s.path)
+                try:
+                    results = s.run(model, store, wait_timeout=wait_timeout)
+                finally:
+                    store.close()
             runs += 1
             # the reruns find nothing stuck (an expiring batch never answers its last line)
             server.batch_delay, server.batch_expires = 0.0, False
