@@ -53,7 +53,7 @@ from pytest_reliable.models.base import (
 )
 from pytest_reliable.pricing import Price, Spend, call_cost, max_call_usd
 from pytest_reliable.redact import redact
-from pytest_reliable.store.base import Ledger, Store, StoreUnavailable, StoreWarning
+from pytest_reliable.store.base import AnswerRow, Ledger, Store, StoreUnavailable, StoreWarning
 
 if TYPE_CHECKING:
     from pytest_reliable.batch import BatchTransport, Waiting
@@ -868,16 +868,16 @@ class Runner:
         return CallResult(response, False, "ok", None, attempts, attempts - 1)
 
     async def _paid(self, req: Request, key: str, response: ModelResponse,
-                    reserved: float) -> None:
+                    reserved: float, *, stored: bool = False) -> None:
         """Keep a paid answer and count it. Every attempt sent reserved its most possible cost;
         the answer's usage settles them: failed attempts are charged nothing (not knowing their
-        usage), this one its real cost."""
+        usage), this one its real cost. ``stored``: the store has it already (`_store_all`)."""
         cost = call_cost(self.price, req.messages, response) if self.price is not None else None
         settle = (cost.usd if cost is not None else 0.0) - reserved
         if self.cache is not None or (self.budget is not None and self.budget.ledger is not None):
-            await asyncio.to_thread(self._keep, key, req, response, settle, reserved)
+            await asyncio.to_thread(self._keep, key, req, response, settle, reserved, stored)
         else:
-            self._keep(key, req, response, settle, reserved)
+            self._keep(key, req, response, settle, reserved, stored)
         self._count_paid(req, response)
 
     def _count_paid(self, req: Request, response: ModelResponse) -> None:
@@ -983,11 +983,14 @@ class Runner:
                     waiting.answered, waiting.failed, waiting.describe()))
 
         async def keep(answers: dict[str, ModelResponse]) -> None:
-            """A batch's answers, stored as soon as it is collected (before its follow-up)."""
-            for key, response in answers.items():
-                if key in granted and key not in results:
-                    await self._paid(granted[key], key, response, reserved[key])
-                    results[key] = CallResult(response, False, "ok", None, 1, 0)
+            """A batch's answers, stored as soon as it is collected (before its follow-up), in
+            one write (`_store_all`), then counted."""
+            new = [(key, granted[key], response) for key, response in answers.items()
+                   if key in granted and key not in results]
+            stored = bool(new) and await asyncio.to_thread(self._store_all, new)
+            for key, req, response in new:
+                await self._paid(req, key, response, reserved[key], stored=stored)
+                results[key] = CallResult(response, False, "ok", None, 1, 0)
 
         answered = await self.transport.answer(granted, progress, deadline=deadline, keep=keep)
         await keep(answered.answers)  # (each is kept once: those of `keep` are in `results`)
@@ -1023,18 +1026,34 @@ class Runner:
                 "raise within the timeout, or raise --reliable-timeout", retryable=False)
 
     def _keep(self, key: str, req: Request, response: ModelResponse, usd: float = 0.0,
-              released: float = 0.0) -> None:
+              released: float = 0.0, stored: bool = False) -> None:
         """Store a paid answer, then charge its tokens (off the event loop when a database is
         involved: the store may be another machine)."""
-        if self.cache is not None:
-            self.cache.put(key, response, meta={
-                "model": self.model.identity,
-                "sample_index": req.sample_index,
-                "scope": req.scope,
-                "params": req.params.as_dict(),
-            })
+        if self.cache is not None and not stored:
+            self.cache.put(key, response, meta=self._meta(req))
         if self.budget is not None:
             self.budget.add_tokens(response.total_tokens, usd, released)
+
+    def _meta(self, req: Request) -> dict[str, Any]:
+        """What the store keeps about an answer besides the answer."""
+        return {"model": self.model.identity, "sample_index": req.sample_index,
+                "scope": req.scope, "params": req.params.as_dict()}
+
+    def _store_all(self, answers: Sequence[tuple[str, Request, ModelResponse]]) -> bool:
+        """Store a batch's answers in one write, all or none (blocking: off the event loop);
+        False when they were not (no store, record mode ``all``, the store failing): then each
+        is stored on its own. A run stopped while storing one by one would leave some stored,
+        and the next run, asking for the rest only, would not find the batch under that set of
+        requests and would pay for the rest again."""
+        store = self.cache
+        if store is None or store.replay_only or store.record_mode == "all" or len(answers) < 2:
+            return False
+        try:
+            store.write_rows([AnswerRow.of(key, response, self._meta(req))
+                              for key, req, response in answers])
+        except StoreUnavailable:
+            return False
+        return True
 
     def _evaluated_tokens(self, messages: list[Message], response: ModelResponse) -> int:
         """Prompt tokens the server evaluated for this call.

@@ -516,3 +516,23 @@ def test_a_run_stopped_during_the_follow_up_batch_keeps_the_first_batchs_answers
         assert [r.status for r in again] == ["ok"] * 4
         assert [r.cached for r in again] == [False, True, True, True]
         assert (len(server.batches), server.batch_lines) == (2, 4 + 1)  # nothing paid twice
+
+
+def test_a_batchs_answers_are_stored_in_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """All or none: a run killed while it stored them one by one left some stored, and the
+    rerun, asking for the rest only (another set of requests, so another batch name), did not
+    find the batch and paid for the rest again (the fault load found 15 keys paid twice)."""
+    with batching(tmp_path) as (server, model, store):
+        writes: list[int] = []
+        puts: list[str] = []
+        write_rows, put = store.write_rows, store.put
+        monkeypatch.setattr(store, "write_rows", lambda rows: writes.append(len(rows))
+                            or write_rows(rows))
+        monkeypatch.setattr(store, "put", lambda key, *a, **kw: puts.append(key)
+                            or put(key, *a, **kw))
+        results = batch_runner(model, store).run(reqs(5))
+        assert [r.status for r in results] == ["ok"] * 5
+        assert (writes, puts) == ([5], [])
+        assert store.count() == 5
