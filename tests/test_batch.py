@@ -524,7 +524,7 @@ def test_a_batchs_answers_are_stored_in_one_write(
     """All or none: a run killed while it stored them one by one left some stored, and the
     rerun, asking for the rest only (another set of requests, so another batch name), did not
     find the batch and paid for the rest again (the fault load found 15 keys paid twice)."""
-    with batching(tmp_path) as (server, model, store):
+    with batching(tmp_path) as (_server, model, store):
         writes: list[int] = []
         puts: list[str] = []
         write_rows, put = store.write_rows, store.put
