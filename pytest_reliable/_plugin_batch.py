@@ -5,7 +5,9 @@ as under ``--reliable-plan``: its fixtures are set up and torn down, its evaluat
 first round's requests (`first_round.requests_of`) instead of calling, and the rest of the body
 does not run. Nothing of this pass is reported (its test reports are made but never logged).
 Then the gathered requests are answered, one batch per model, with a progress line while the run
-waits, and the test loop runs as usual, each evaluate finding its first round in the store.
+waits (which batch, its status and counts; at most ``--reliable-wait-timeout``, after which the
+tests it owes answers to end in an error naming it, and a rerun collects it), and the test loop
+runs as usual, each evaluate finding its first round in the store.
 
 What a user may notice: the part of each reliable test body before its evaluate call runs twice,
 and so do its function-scoped fixtures; wider fixtures are set up once for the pass, and the

@@ -5,6 +5,10 @@ file or a CI log, where nothing can be rewritten), a line every ``log_interval``
 for evaluations long enough to need one. A pytest-xdist worker writes its own lines, prefixed with
 its id, on the stderr it shares with the controller. Written with pytest's capture suspended (as
 live logging does): visible under the default capture, never in a test's "Captured stdout".
+
+While the calls wait for another party (a batch, another process's answers: the event's
+``note``), the line says what they wait for: on a terminal as often as the calls' line, in a log
+at once and then every ``WAIT_LOG_INTERVAL`` seconds (a batch may take hours).
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ if TYPE_CHECKING:
     from pytest_reliable.runner import ProgressEvent
 
 
+WAIT_LOG_INTERVAL = 60.0
+"""Seconds between the lines of a wait in a log."""
+
+
 class ProgressLine:
     """The session's ``on_progress`` callback: ``line(nodeid, event)`` for each call event."""
 
@@ -34,6 +42,7 @@ class ProgressLine:
         self._last = 0.0
         self._start: float | None = None
         self._shown = False
+        self._said_wait = -WAIT_LOG_INTERVAL
 
     def __call__(self, nodeid: str, event: ProgressEvent) -> None:
         if self.config.option.verbose < 0:
@@ -46,19 +55,31 @@ class ProgressLine:
             return
         now = time.monotonic()
         finished = event.done >= event.total
-        if event.done <= 1 or self._start is None:
-            self._start = now
-        interval = self.interval if reporter.isatty else self.log_interval
-        if not reporter.isatty and not self._shown and now - self._start < (
-                interval) and (finished or interval > 0):
-            return  # a log gets progress only for evaluations long enough to need it
-        if not finished and now - self._last < interval:
-            return
-        self._last = now
-        from pytest_reliable.report import progress_line
-
         width = self.config.get_terminal_writer().fullwidth
-        line = progress_line(nodeid, event.done, event.total, event.cached, event.made, width)
+        if event.note is not None:
+            if not reporter.isatty:
+                if not finished and now - self._said_wait < WAIT_LOG_INTERVAL:
+                    return
+                self._said_wait = now
+            elif not finished and now - self._last < self.interval:
+                return
+            self._last = now
+            # A log keeps the whole line (what is waited for is at its end); a terminal's line
+            # is rewritten in place, so it must fit.
+            line = waiting_line(nodeid, event.note, width if reporter.isatty else None)
+        else:
+            if event.done <= 1 or self._start is None:
+                self._start = now
+            interval = self.interval if reporter.isatty else self.log_interval
+            if not reporter.isatty and not self._shown and now - self._start < (
+                    interval) and (finished or interval > 0):
+                return  # a log gets progress only for evaluations long enough to need it
+            if not finished and now - self._last < interval:
+                return
+            self._last = now
+            from pytest_reliable.report import progress_line
+
+            line = progress_line(nodeid, event.done, event.total, event.cached, event.made, width)
         with self._capture_suspended():
             if not reporter.isatty:
                 reporter.ensure_newline()
@@ -78,17 +99,23 @@ class ProgressLine:
         """A worker's own line, at most every ``log_interval`` seconds of a long evaluation (a
         rewritten line would fight the controller's)."""
         now = time.monotonic()
-        if event.done <= 1 or self._start is None:
-            self._start = now
         finished = event.done >= event.total
-        if now - self._start < self.log_interval and self.log_interval > 0:
-            return
-        if not finished and now - self._last < self.log_interval:
-            return
-        self._last = now
-        from pytest_reliable.report import progress_line
+        if event.note is not None:
+            if not finished and now - self._said_wait < WAIT_LOG_INTERVAL:
+                return
+            self._said_wait = now
+            line = waiting_line(nodeid, event.note)
+        else:
+            if event.done <= 1 or self._start is None:
+                self._start = now
+            if now - self._start < self.log_interval and self.log_interval > 0:
+                return
+            if not finished and now - self._last < self.log_interval:
+                return
+            self._last = now
+            from pytest_reliable.report import progress_line
 
-        line = progress_line(nodeid, event.done, event.total, event.cached, event.made)
+            line = progress_line(nodeid, event.done, event.total, event.cached, event.made)
         with self._capture_suspended():
             sys.stderr.write(f"[{worker_id(self.config)}] {line}\n")
             sys.stderr.flush()
@@ -96,3 +123,11 @@ class ProgressLine:
     def _capture_suspended(self) -> contextlib.AbstractContextManager[Any]:
         capture = self.config.pluginmanager.get_plugin("capturemanager")
         return capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
+
+
+def waiting_line(nodeid: str, note: str, width: int | None = None) -> str:
+    """The progress line of a wait: what waits, and for what (cut to ``width``, if given)."""
+    from pytest_reliable.report.format import middle_truncate
+
+    line = f"reliable {middle_truncate(nodeid, 40)}: {note}"
+    return line if width is None else line[: max(width - 1, 20)]

@@ -23,6 +23,7 @@ import contextlib
 import contextvars
 import json
 import logging
+import math
 import random
 import threading
 import time
@@ -53,10 +54,10 @@ from pytest_reliable.models.base import (
 )
 from pytest_reliable.pricing import Price, Spend, call_cost, max_call_usd
 from pytest_reliable.redact import redact
-from pytest_reliable.store.base import Ledger, Store, StoreUnavailable, StoreWarning
+from pytest_reliable.store.base import AnswerRow, Ledger, Store, StoreUnavailable, StoreWarning
 
 if TYPE_CHECKING:
-    from pytest_reliable.batch import BatchTransport
+    from pytest_reliable.batch import BatchTransport, Waiting
 
 log = logging.getLogger("pytest_reliable.runner")
 
@@ -131,6 +132,8 @@ class ProgressEvent:
     cached: int
     made: int
     failed: int
+    note: str | None = None
+    """What the calls wait for, when they wait for another party (a batch, another process)."""
 
 
 @dataclass
@@ -270,13 +273,20 @@ class _BudgetSpent(Exception):
     """The budget refused the next attempt of a call (never retried)."""
 
 
+class _Stopping(Exception):
+    """Another call of the evaluation was interrupted: this one does not start (never
+    retried)."""
+
+
 class CallInterrupted(Exception):
     """A model call raised `KeyboardInterrupt`: the user's Ctrl-C (or a model that means it).
 
     Carried through the run's tasks as an ordinary exception (a `KeyboardInterrupt` escaping a
     task would stop the event loop under every other call) and raised again, as the original
     `KeyboardInterrupt`, in the thread that waits for the calls (`run_on_call_loop`): the run
-    stops as pytest stops on Ctrl-C, with every answer that came back already stored."""
+    stops as pytest stops on Ctrl-C, with every answer that came back already stored. No call
+    starts after it, and the calls in flight get `CANCEL_GRACE_S` to come back first
+    (`Runner._drain_on_interrupt`)."""
 
     def __init__(self, interrupt: KeyboardInterrupt) -> None:
         super().__init__(str(interrupt) or "KeyboardInterrupt")
@@ -454,6 +464,8 @@ CLAIM_POLL_MAX_S = 1.0
 BATCH_WAIT_FIRST_S = 0.2
 BATCH_WAIT_MAX_S = 30.0
 """How often a process waiting for answers another process's batch pays for looks again."""
+BATCH_SAY_EVERY_S = 60.0
+"""How often the log says what that wait waits for."""
 CLAIMING_A_BATCH = "pytest-reliable: claiming the keys of a batch"
 """The claim held while a process claims its batch's keys: two processes batching the same keys
 (pytest-xdist workers planning the same first round) never split them into two batches."""
@@ -527,6 +539,8 @@ class Runner:
         self.context = context
         self.prefix_order = prefix_order
         self.stats = RunStats()
+        self._stopping = False
+        """A call was interrupted: calls not started yet are not started."""
 
     @property
     def claim_patience(self) -> float | None:
@@ -538,6 +552,7 @@ class Runner:
         return cache_key(self.model.identity, req.messages, req.params, req.sample_index, req.scope)
 
     async def arun(self, requests: Sequence[Request]) -> list[CallResult]:
+        self._stopping = False
         total = len(requests)
         results: list[CallResult | None] = [None] * total
         keys = [self.key(r) for r in requests]
@@ -623,6 +638,8 @@ class Runner:
         # Tasks start in list order and the semaphore is fair, so calls are made in that order.
         tasks = [asyncio.ensure_future(one(i)) for i in pending]
         try:
+            if tasks:
+                await self._drain_on_interrupt(tasks)
             await asyncio.gather(*tasks)
         except BaseException:  # interrupted or cancelled: stop the other calls too
             for task in tasks:
@@ -632,6 +649,19 @@ class Runner:
         done = [r for r in results if r is not None]
         self._explain_budget(done)
         return done
+
+    async def _drain_on_interrupt(self, tasks: Sequence[asyncio.Future[None]]) -> None:
+        """Wait for the calls until one is interrupted (`CallInterrupted`, a model's
+        ``KeyboardInterrupt``). Then no further call starts, and the calls in flight get
+        `CANCEL_GRACE_S` to come back, so the answers other threads return are stored before
+        the interruption goes on; what is still running after that is cancelled by the caller.
+        Without this, the calls in flight were cancelled at once and answers that had just come
+        back were dropped unstored."""
+        done, running = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        if running and any(isinstance(task.exception(), CallInterrupted)
+                           for task in done if not task.cancelled()):
+            self._stopping = True
+            await asyncio.wait(running, timeout=CANCEL_GRACE_S)
 
     def _explain_budget(self, results: list[CallResult]) -> None:
         """One message for every call the budget stopped: the flag, the limit, how many."""
@@ -811,13 +841,20 @@ class Runner:
         try:
             async for attempt in retrying:
                 with attempt:
+                    if self._stopping:
+                        raise _Stopping
                     self._check_model_available()
                     if not await self._reserve(reserved):
                         raise _BudgetSpent
                     attempts += 1
                     response = await self._attempt(messages, req.params)
         except CallInterrupted:
+            self._stopping = True  # before this call's slot frees: no call starts in it
             raise
+        except _Stopping:
+            await self._release(reserved * attempts)
+            return CallResult(None, False, "not_run", "not started: the run was interrupted",
+                              attempts, max(0, attempts - 1))
         except _BudgetSpent:
             await self._release(reserved * attempts)
             why = ("budget exhausted: call not started" if not attempts else
@@ -837,16 +874,16 @@ class Runner:
         return CallResult(response, False, "ok", None, attempts, attempts - 1)
 
     async def _paid(self, req: Request, key: str, response: ModelResponse,
-                    reserved: float) -> None:
+                    reserved: float, *, stored: bool = False) -> None:
         """Keep a paid answer and count it. Every attempt sent reserved its most possible cost;
         the answer's usage settles them: failed attempts are charged nothing (not knowing their
-        usage), this one its real cost."""
+        usage), this one its real cost. ``stored``: the store has it already (`_store_all`)."""
         cost = call_cost(self.price, req.messages, response) if self.price is not None else None
         settle = (cost.usd if cost is not None else 0.0) - reserved
         if self.cache is not None or (self.budget is not None and self.budget.ledger is not None):
-            await asyncio.to_thread(self._keep, key, req, response, settle, reserved)
+            await asyncio.to_thread(self._keep, key, req, response, settle, reserved, stored)
         else:
-            self._keep(key, req, response, settle, reserved)
+            self._keep(key, req, response, settle, reserved, stored)
         self._count_paid(req, response)
 
     def _count_paid(self, req: Request, response: ModelResponse) -> None:
@@ -869,23 +906,29 @@ class Runner:
         """The pending requests' results through the batch transport, by key, paid for once
         across every process using the store (SPEC section 10): a key goes in this process's
         batch only when it holds the key's claim; a key another process claimed (its batch or
-        its call in flight) is waited for as long as that process holds it (a batch takes
-        minutes or hours: no patience runs out here), and its answer read from the store. A
-        key let go without an answer is claimed and sent here."""
+        its call in flight) is waited for while that process holds it, and its answer read from
+        the store. A key let go without an answer is claimed and sent here. The whole wait, for
+        another process's answers and for this process's batches, ends at one deadline
+        (``--reliable-wait-timeout``): what is still owed then is an error naming what it
+        waited for."""
         assert self.transport is not None
-        failed_ahead = self.transport.ahead.failed
+        transport = self.transport
+        failed_ahead = transport.ahead.failed
         todo: dict[str, Request] = {}
         results: dict[str, CallResult] = {}
         for i in pending:
-            if keys[i] in failed_ahead:  # sent twice in the first round already
+            if keys[i] in failed_ahead:  # the first round could not answer it: not sent again
                 results[keys[i]] = CallResult(None, False, "error", failed_ahead[keys[i]], 1, 0)
             else:
                 todo.setdefault(keys[i], requests[i])
+        deadline = transport.deadline()
         store = self.cache
         if store is None or not store.reads:  # record mode all: every process calls again
-            return {**results, **await self._send_batch(todo)}
+            return {**results, **await self._send_batch(todo, deadline)}
+        loop = asyncio.get_running_loop()
+        start = loop.time()
         delay = BATCH_WAIT_FIRST_S
-        said = False
+        said_at = -math.inf
         while todo:
             mine, answered = await asyncio.to_thread(claim_batch_keys, store, list(todo))
             for key, response in answered.items():
@@ -893,21 +936,38 @@ class Runner:
                 del todo[key]
             if mine:
                 try:
-                    results.update(await self._send_batch({key: todo.pop(key) for key in mine}))
+                    results.update(await self._send_batch(
+                        {key: todo.pop(key) for key in mine}, deadline))
                 finally:
                     await asyncio.shield(asyncio.to_thread(release_keys, store, mine))
                 delay = BATCH_WAIT_FIRST_S
                 continue
-            if todo:
-                if not said:
-                    log.info("pytest-reliable: waiting for %d answers another process is "
-                             "paying for (its batch or its calls)", len(todo))
-                    said = True
-                await asyncio.sleep(delay)
-                delay = min(BATCH_WAIT_MAX_S, delay * 1.5)
+            if not todo:
+                break
+            now = loop.time()
+            waiting = (f"waiting for {len(todo)} answers another process or host is paying for "
+                       f"(its batch or its calls); waited {now - start:.0f} s of "
+                       f"{transport.wait_timeout:g} s (--reliable-wait-timeout)")
+            if self.on_progress is not None:
+                self.on_progress(ProgressEvent(len(results), len(results) + len(todo), 0, 0, 0,
+                                               waiting))
+            if now - said_at >= BATCH_SAY_EVERY_S:
+                log.info("pytest-reliable: %s", waiting)
+                said_at = now
+            if now >= deadline:
+                why = (f"not answered: another process or host holds this request's claim (its "
+                       f"batch or its call) and did not answer it within --reliable-wait-timeout "
+                       f"{transport.wait_timeout:g} s; rerun to read its answer from the store "
+                       "once it has it (nothing is paid twice), or give more seconds")
+                log.warning("pytest-reliable: %d requests %s", len(todo), why)
+                results.update({key: CallResult(None, False, "error", why) for key in todo})
+                break
+            await asyncio.sleep(min(delay, max(0.0, deadline - now)))
+            delay = min(BATCH_WAIT_MAX_S, delay * 1.5)
         return results
 
-    async def _send_batch(self, todo: dict[str, Request]) -> dict[str, CallResult]:
+    async def _send_batch(self, todo: dict[str, Request],
+                          deadline: float) -> dict[str, CallResult]:
         """``todo``'s results through the batch transport: each request reserves its most
         possible cost (at the batch price) first; what the budget refuses is not sent."""
         assert self.transport is not None
@@ -924,20 +984,29 @@ class Runner:
         if not granted:
             return results
 
-        def progress(answered: int, total: int, failed: int) -> None:
+        def progress(waiting: Waiting) -> None:
             if self.on_progress is not None:
-                self.on_progress(ProgressEvent(answered + failed, total, 0, answered, failed))
+                self.on_progress(ProgressEvent(
+                    min(waiting.total, waiting.answered + waiting.failed), waiting.total, 0,
+                    waiting.answered, waiting.failed, waiting.describe()))
 
-        answered = await self.transport.answer(granted, progress)
-        for key, req in granted.items():
-            response = answered.answers.get(key)
-            if response is None:
+        async def keep(answers: dict[str, ModelResponse]) -> None:
+            """A batch's answers, stored as soon as it is collected (before its follow-up), in
+            one write (`_store_all`), then counted."""
+            new = [(key, granted[key], response) for key, response in answers.items()
+                   if key in granted and key not in results]
+            stored = bool(new) and await asyncio.to_thread(self._store_all, new)
+            for key, req, response in new:
+                await self._paid(req, key, response, reserved[key], stored=stored)
+                results[key] = CallResult(response, False, "ok", None, 1, 0)
+
+        answered = await self.transport.answer(granted, progress, deadline=deadline, keep=keep)
+        await keep(answered.answers)  # (each is kept once: those of `keep` are in `results`)
+        for key in granted:
+            if key not in results:
                 await self._release(reserved[key])
                 results[key] = CallResult(None, False, "error",
                                           answered.failures.get(key, "batch: no answer"), 1, 0)
-                continue
-            await self._paid(req, key, response, reserved[key])
-            results[key] = CallResult(response, False, "ok", None, 1, 0)
         return results
 
     async def _reserve_once(self, usd: float) -> bool:
@@ -965,18 +1034,34 @@ class Runner:
                 "raise within the timeout, or raise --reliable-timeout", retryable=False)
 
     def _keep(self, key: str, req: Request, response: ModelResponse, usd: float = 0.0,
-              released: float = 0.0) -> None:
+              released: float = 0.0, stored: bool = False) -> None:
         """Store a paid answer, then charge its tokens (off the event loop when a database is
         involved: the store may be another machine)."""
-        if self.cache is not None:
-            self.cache.put(key, response, meta={
-                "model": self.model.identity,
-                "sample_index": req.sample_index,
-                "scope": req.scope,
-                "params": req.params.as_dict(),
-            })
+        if self.cache is not None and not stored:
+            self.cache.put(key, response, meta=self._meta(req))
         if self.budget is not None:
             self.budget.add_tokens(response.total_tokens, usd, released)
+
+    def _meta(self, req: Request) -> dict[str, Any]:
+        """What the store keeps about an answer besides the answer."""
+        return {"model": self.model.identity, "sample_index": req.sample_index,
+                "scope": req.scope, "params": req.params.as_dict()}
+
+    def _store_all(self, answers: Sequence[tuple[str, Request, ModelResponse]]) -> bool:
+        """Store a batch's answers in one write, all or none (blocking: off the event loop);
+        False when they were not (no store, record mode ``all``, the store failing): then each
+        is stored on its own. A run stopped while storing one by one would leave some stored,
+        and the next run, asking for the rest only, would not find the batch under that set of
+        requests and would pay for the rest again."""
+        store = self.cache
+        if store is None or store.replay_only or store.record_mode == "all" or len(answers) < 2:
+            return False
+        try:
+            store.write_rows([AnswerRow.of(key, response, self._meta(req))
+                              for key, req, response in answers])
+        except StoreUnavailable:
+            return False
+        return True
 
     def _evaluated_tokens(self, messages: list[Message], response: ModelResponse) -> int:
         """Prompt tokens the server evaluated for this call.

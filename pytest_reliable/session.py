@@ -338,7 +338,8 @@ class ReliableSession:
 
         if self._answered_ahead is None:  # the run's first round's, shared by every transport
             self._answered_ahead = AnsweredAhead()
-        return BatchTransport(model, self.cache, ahead=self._answered_ahead)
+        return BatchTransport(model, self.cache, ahead=self._answered_ahead,
+                              wait_timeout=self.settings.wait_timeout)
 
     # -- spaces and data -------------------------------------------------------------------
     def space(self, space: Space | str | None) -> Space:

@@ -330,6 +330,37 @@ def test_sigkill_midway_keeps_every_completed_call(tmp_path: Path) -> None:
     assert all("t::crash" in r.error and "--reliable-record new" in r.error for r in missing)
 
 
+# -- a model's KeyboardInterrupt keeps what the other calls bring back ---------------------------
+def test_a_models_keyboard_interrupt_keeps_the_answers_of_the_calls_in_flight(
+    tmp_path: Path,
+) -> None:
+    """Issue 32: the calls in flight were cancelled at once, so answers coming back just then
+    were paid and dropped. Now no new call starts, and the calls in flight come back and are
+    stored before the interrupt goes on."""
+    import threading
+
+    from pytest_reliable.models.callables import text_model
+
+    together = threading.Barrier(4)
+    started: list[str] = []
+
+    def model(prompt: str) -> str:
+        started.append(prompt)
+        together.wait(5)  # four calls in flight
+        if prompt.endswith(" 0"):
+            raise KeyboardInterrupt
+        time.sleep(0.3)  # still in flight when the interrupt comes
+        return "A"
+
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache.open(path)
+    with pytest.raises(KeyboardInterrupt):
+        fast_runner(text_model(model, id="interrupting"), cache, concurrency=4).run(reqs(8))
+    cache.close()
+    assert len(started) == 4  # no call started after the interrupt
+    assert rows(path) == 3  # the three answers in flight came back and were stored
+
+
 # -- a sync callable that never returns ---------------------------------------------------------
 def test_timeout_holds_for_a_sync_callable_that_never_returns() -> None:
     from pytest_reliable.models.callables import text_model

@@ -12,6 +12,7 @@ import asyncio
 import ipaddress
 import json
 import os
+import reprlib
 import time
 import weakref
 from typing import Any
@@ -156,30 +157,18 @@ class OpenAICompatibleModel:
         if seed is not None:
             kwargs["seed"] = seed
         start = time.perf_counter()
+        chat = not self.uses_completions(params)
         try:
-            if params.logprobs is not None or self.use_completions:
+            # The raw body, so this path and a batch's output line are read by one function.
+            if chat:
+                raw = await self._client.chat.completions.with_raw_response.create(
+                    messages=messages, **kwargs)
+            else:
                 if params.logprobs is not None:
                     kwargs["logprobs"] = params.logprobs
-                resp = await self._client.completions.create(
-                    prompt=render_text_prompt(messages), **kwargs
-                )
-                choice = resp.choices[0]
-                text = choice.text or ""
-                logprobs = None
-                lp = getattr(choice, "logprobs", None)
-                if lp is not None:
-                    logprobs = [
-                        {"token": t, "logprob": l, "top": top}
-                        for t, l, top in zip(
-                            lp.tokens or [],
-                            lp.token_logprobs or [],
-                            lp.top_logprobs or [None] * len(lp.tokens or []),
-                        )
-                    ]
-            else:
-                resp = await self._client.chat.completions.create(messages=messages, **kwargs)
-                text = resp.choices[0].message.content or ""
-                logprobs = None
+                raw = await self._client.completions.with_raw_response.create(
+                    prompt=render_text_prompt(messages), **kwargs)
+            body = json.loads(raw.http_response.content)
         except openai.APIStatusError as exc:
             raise self._status_error(exc) from None
         except (openai.APIConnectionError, openai.APIResponseValidationError) as exc:
@@ -187,23 +176,18 @@ class OpenAICompatibleModel:
                 raise self._refused_error() from None
             # APITimeoutError is an APIConnectionError; a malformed body is a glitch like a 5xx.
             raise ModelCallError(_exc_text(exc), retryable=True) from None
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ModelCallError(_exc_text(exc), retryable=True) from None
-        latency = time.perf_counter() - start
-        usage = getattr(resp, "usage", None)
-        extra: dict[str, Any] = {} if seed is None else {"seed": seed}
-        # The provider's prompt cache (priced at cached_input, SPEC section 13).
-        cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
-        if cached:
-            extra["cached_prompt_tokens"] = int(cached)
-        return ModelResponse(
-            text=text,
-            logprobs=logprobs,
-            prompt_tokens=getattr(usage, "prompt_tokens", None),
-            completion_tokens=getattr(usage, "completion_tokens", None),
-            latency_s=latency,
-            extra=extra,
-        )
+        response = response_from_body(body, chat=chat)
+        response.latency_s = time.perf_counter() - start
+        if seed is not None:
+            response.extra["seed"] = seed
+        return response
+
+    def uses_completions(self, params: SamplingParams) -> bool:
+        """Whether a call with ``params`` goes to the completions endpoint (log-probabilities, or
+        ``use_completions``) rather than chat completions."""
+        return params.logprobs is not None or self.use_completions
 
     def _refused_error(self) -> ModelCallError:
         """No server listens at the base URL: said once, and never tried again in this run (a
@@ -226,7 +210,7 @@ class OpenAICompatibleModel:
             body["top_p"] = params.top_p
         if params.stop:
             body["stop"] = list(params.stop)
-        if params.logprobs is not None or self.use_completions:
+        if self.uses_completions(params):
             if params.logprobs is not None:
                 body["logprobs"] = params.logprobs
             body["prompt"] = render_text_prompt(messages)
@@ -277,25 +261,80 @@ def _refused(exc: BaseException) -> bool:
         current = current.__cause__ or current.__context__
     return False
 
-def response_from_body(body: dict[str, Any]) -> ModelResponse:
-    """A chat-completions or completions response body (a batch output line's) as an answer."""
-    choice = (body.get("choices") or [{}])[0]
-    message = choice.get("message")
-    text = (message or {}).get("content") if message is not None else choice.get("text")
+def response_from_body(body: Any, *, chat: bool, batch: bool = False) -> ModelResponse:
+    """The answer in a response body of the chat-completions (``chat``) or completions endpoint,
+    as the API sent it (JSON): the one reading of a response, for a direct call and for a batch's
+    output line alike (``batch``: marked so in ``extra``).
+
+    A body without an answer (not an object, no ``choices``, a choice without a message or text)
+    raises a retryable `ModelCallError`, a glitch like a malformed body: never an empty answer,
+    which would be graded wrong and stored, so every replay would repeat the wrong grade. A chat
+    message with no content but a refusal answers with the refusal (the model's own answer).
+    Counts the server got wrong (not an int >= 0) are dropped: the answer is kept, its price is
+    then estimated."""
+    if not isinstance(body, dict):
+        raise _no_answer(f"the response is {type(body).__name__}, not a JSON object")
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise _no_answer(f"the response has no choices ({_shown(choices)})")
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise _no_answer(f"its first choice is {_shown(choice)}, not an object")
     logprobs = None
-    lp = choice.get("logprobs") if message is None else None
-    if lp:
-        tokens = lp.get("tokens") or []
-        logprobs = [{"token": t, "logprob": lg, "top": top} for t, lg, top in zip(
-            tokens, lp.get("token_logprobs") or [], lp.get("top_logprobs") or [None] * len(tokens))]
-    usage = body.get("usage") or {}
-    extra: dict[str, Any] = {"batch": True}
-    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    if chat:
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise _no_answer(f"its first choice has no message ({_shown(message)})")
+        text = message.get("content")
+        if text is None and isinstance(message.get("refusal"), str):
+            text = message["refusal"]
+        if not isinstance(text, str):
+            raise _no_answer(f"its message has no text content ({_shown(text)}, finish_reason "
+                             f"{_shown(choice.get('finish_reason'))})")
+    else:
+        text = choice.get("text")
+        if not isinstance(text, str):
+            raise _no_answer(f"its first choice has no text ({_shown(text)})")
+        logprobs = _logprobs(choice.get("logprobs"))
+    usage = _object(body.get("usage"))
+    extra: dict[str, Any] = {"batch": True} if batch else {}
+    # The provider's prompt cache (priced at cached_input, SPEC section 13).
+    cached = _count(_object(usage.get("prompt_tokens_details")).get("cached_tokens"))
     if cached:
-        extra["cached_prompt_tokens"] = int(cached)
-    return ModelResponse(text=str(text or ""), logprobs=logprobs,
-                         prompt_tokens=usage.get("prompt_tokens"),
-                         completion_tokens=usage.get("completion_tokens"), extra=extra)
+        extra["cached_prompt_tokens"] = cached
+    return ModelResponse(text=text, logprobs=logprobs,
+                         prompt_tokens=_count(usage.get("prompt_tokens")),
+                         completion_tokens=_count(usage.get("completion_tokens")), extra=extra)
+
+
+def _logprobs(lp: Any) -> list[dict[str, Any]] | None:
+    """A completions choice's ``logprobs`` as the plugin keeps them (None if absent or odd)."""
+    if not isinstance(lp, dict) or not isinstance(lp.get("tokens"), list):
+        return None
+    tokens: list[Any] = lp["tokens"]
+    values = lp.get("token_logprobs")
+    tops = lp.get("top_logprobs")
+    return [{"token": t, "logprob": lg, "top": top} for t, lg, top in zip(
+        tokens, values if isinstance(values, list) else [],
+        tops if isinstance(tops, list) else [None] * len(tokens))]
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _shown(value: Any) -> str:
+    shown = reprlib.Repr()
+    shown.maxstring = shown.maxother = 60
+    return shown.repr(value)
+
+
+def _no_answer(problem: str) -> ModelCallError:
+    return ModelCallError(redact(f"malformed response: {problem}"), retryable=True)
 
 
 def _exc_text(exc: BaseException) -> str:

@@ -13,7 +13,15 @@ It also serves OpenAI's batch API (``/v1/files`` and ``/v1/batches``, SPEC secti
 JSONL file of requests becomes a batch that completes ``batch_delay`` seconds after it was created
 (looked at when polled), answers each line by the same rule, bills its tokens apart
 (``billed_batch``), fails the lines ``batch_failures(line)`` picks (in the error file), and with
-``batch_expires`` ends ``expired`` with only the first half of its lines answered.
+``batch_expires`` ends ``expired`` with only the first half of its lines answered. As OpenAI's, a
+batch keeps the ``metadata`` it was created with, and ``GET /v1/batches`` lists the batches newest
+first, a page of ``limit`` after the id ``after``. Faults of the batch API: ``batch_output(row)``
+may rewrite a line of an output file (return its text: malformed JSON, a body without choices),
+and ``batch_create_faults`` (a queue, like ``faults``) makes a batch creation fail *after* the
+batch was made, as a lost answer does: ``"drop"`` closes the connection, ``"500"`` answers 500,
+``"slow"`` answers after ``Fault.delay`` seconds. ``batch_api_faults(route)`` fails a request of
+the batch API before it is served (``route``: "upload", "retrieve", "content" or "list"; an
+error status or ``"drop"``).
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ Rule = Callable[[list[Message] | str, dict[str, Any]], str]
 @dataclass(frozen=True)
 class Fault:
     """One injected fault. ``kind``: "429", "500", "503", "401", "403", "400", "slow", "drop",
-    "malformed"."""
+    "malformed", "no_choices" (a 200 whose body has an empty ``choices``)."""
 
     kind: str
     retry_after: float | None = None
@@ -68,6 +76,9 @@ class ScriptedServer:
         batch_delay: float = 0.0,
         batch_failures: Callable[[dict[str, Any]], bool] | None = None,
         batch_expires: bool = False,
+        batch_output: Callable[[dict[str, Any]], str | None] | None = None,
+        batch_create_faults: Sequence[FaultSpec] = (),
+        batch_api_faults: Callable[[str], FaultSpec] | None = None,
     ) -> None:
         """``cached_prompt_tokens(body)``: prompt tokens the server says it served from its prompt
         cache (``usage.prompt_tokens_details.cached_tokens``); default none."""
@@ -80,6 +91,11 @@ class ScriptedServer:
         self.batch_delay = batch_delay
         self.batch_failures = batch_failures
         self.batch_expires = batch_expires
+        self.batch_output = batch_output
+        """``batch_output(row)``: the text of an output file's line (None: the row as JSON)."""
+        self.batch_create_faults: list[FaultSpec] = list(batch_create_faults)
+        """Consumed one per batch creation: the batch is made, then its answer fails."""
+        self.batch_api_faults = batch_api_faults
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.batch_lines = 0
@@ -215,12 +231,14 @@ class ScriptedServer:
         content = self.files.get(str(body.get("input_file_id")))
         if content is None:
             return None
-        lines = [json.loads(line) for line in content.decode().splitlines() if line.strip()]
+        lines = [json.loads(line) for line in content.decode().split("\n") if line.strip()]
+        metadata = body.get("metadata")
         with self._lock:
             batch_id = f"batch-{len(self.batches) + 1}"
             self.batch_lines += len(lines)
             self.batches[batch_id] = {
                 "id": batch_id, "object": "batch", "endpoint": body.get("endpoint"),
+                "metadata": dict(metadata) if isinstance(metadata, dict) else None,
                 "input_file_id": body.get("input_file_id"),
                 "completion_window": body.get("completion_window", "24h"),
                 "status": "in_progress", "created_at": int(time.time()),
@@ -229,6 +247,18 @@ class ScriptedServer:
                 "_lines": lines, "_started": time.monotonic(),
             }
         return self.poll_batch(batch_id)
+
+    def list_batches(self, limit: int = 20, after: str | None = None) -> dict[str, Any]:
+        """``GET /v1/batches``: newest first, ``limit`` of them after the batch ``after``."""
+        with self._lock:
+            ids = list(reversed(self.batches))
+        if after in ids:
+            ids = ids[ids.index(after) + 1:]
+        page = [self.poll_batch(batch_id) for batch_id in ids[:max(1, min(limit, 100))]]
+        data = [batch for batch in page if batch is not None]
+        return {"object": "list", "data": data,
+                "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None, "has_more": len(ids) > len(data)}
 
     def poll_batch(self, batch_id: str) -> dict[str, Any] | None:
         """``GET /v1/batches/{id}``: finished once ``batch_delay`` has passed since creation."""
@@ -270,11 +300,18 @@ class ScriptedServer:
             output.append({"id": f"req-{number}", "custom_id": custom_id,
                            "response": {"status_code": 200, "request_id": f"r{number}",
                                         "body": payload}, "error": None})
+        rewrite = self.batch_output
+
+        def text(row: dict[str, Any], output: bool) -> str:
+            written = rewrite(row) if output and rewrite is not None else None
+            return json.dumps(row) if written is None else written
+
         with self._lock:
             for name, rows in (("output_file_id", output), ("error_file_id", errors)):
                 if rows:
                     file_id = f"file-{len(self.files) + 1}"
-                    self.files[file_id] = "".join(json.dumps(r) + "\n" for r in rows).encode()
+                    self.files[file_id] = "".join(
+                        text(r, name == "output_file_id") + "\n" for r in rows).encode()
                     batch[name] = file_id
             batch["request_counts"] = {"total": len(lines), "completed": len(output),
                                        "failed": len(errors)}
@@ -354,10 +391,41 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self) -> None:
-        path = self.path.rstrip("/")
+    def _batch_api_fault(self, route: str) -> bool:
+        """Fail this batch API request if ``batch_api_faults`` says so (True: answered)."""
+        pick = self.owner.batch_api_faults
+        fault = pick(route) if pick is not None else None
+        if fault is None:
+            return False
+        kind = fault.kind if isinstance(fault, Fault) else fault
         with self.owner._lock:
-            self.owner.paths["GET " + path.split("/v1/")[-1].split("/")[0]] += 1
+            self.owner.fault_counts[f"{route} {kind}"] += 1
+        if kind == "drop":
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+        else:
+            self._send_json(int(kind), {"error": {"message": f"scripted {kind}"}})
+        return True
+
+    def do_GET(self) -> None:
+        route, _, query = self.path.partition("?")
+        path = route.rstrip("/")
+        listing = path.endswith("/v1/batches")
+        with self.owner._lock:
+            what = "LIST batches" if listing else "GET " + path.split("/v1/")[-1].split("/")[0]
+            self.owner.paths[what] += 1
+        if self._batch_api_fault("list" if listing else "retrieve" if "/v1/batches/" in path
+                                 else "content" if "/v1/files/" in path else "other"):
+            return
+        if listing:
+            from urllib.parse import parse_qs
+
+            asked = parse_qs(query)
+            limit = int((asked.get("limit") or ["20"])[0])
+            after = asked["after"][0] if asked.get("after") else None
+            self._send_json(200, self.owner.list_batches(limit, after))
+            return
         if "/v1/batches/" in path:
             batch = self.owner.poll_batch(path.rsplit("/", 1)[1])
             if batch is None:
@@ -391,6 +459,8 @@ class _Handler(BaseHTTPRequestHandler):
         if path.endswith("/v1/files"):
             with owner._lock:
                 owner.paths[path] += 1
+            if self._batch_api_fault("upload"):
+                return
             self._send_json(200, owner.upload(self.headers.get("Content-Type", ""), raw))
             return
         body = json.loads(raw or b"{}")
@@ -400,8 +470,25 @@ class _Handler(BaseHTTPRequestHandler):
             batch = owner.create_batch(body)
             if batch is None:
                 self._send_json(400, {"error": {"message": "unknown input_file_id"}})
-            else:
-                self._send_json(200, batch)
+                return
+            with owner._lock:
+                fault = owner.batch_create_faults.pop(0) if owner.batch_create_faults else None
+            if isinstance(fault, str):
+                fault = Fault(fault)
+            if fault is not None:  # the batch exists; its creator does not learn its id
+                with owner._lock:
+                    owner.fault_counts["batch create " + fault.kind] += 1
+                if fault.kind == "drop":
+                    self.close_connection = True
+                    with contextlib.suppress(OSError):
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if fault.kind == "slow":
+                    time.sleep(fault.delay or 5.0)
+                else:
+                    self._send_json(int(fault.kind), {"error": {"message": "scripted"}})
+                    return
+            self._send_json(200, batch)
             return
         with owner._lock:
             owner.requests += 1
@@ -430,6 +517,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if kind == "malformed":
                 self._send_json(200, b'{"id": "x", "choices": [')
+                return
+            if kind == "no_choices":
+                self._send_json(200, {"id": "x", "object": "chat.completion", "choices": []})
                 return
             if kind == "slow":
                 time.sleep(fault.delay or 5.0)

@@ -249,3 +249,112 @@ def test_a_baseline_models_calls_are_in_the_first_round(pytester: pytest.Pyteste
     assert entry["baseline"]["difference"] == expected["baseline"]["difference"]
     assert entry["baseline"]["calls"] == expected["baseline"]["calls"]
     assert entry["calls"] == expected["calls"]
+
+
+# -- nothing paid is lost (issue 32, items 1-4) ----------------------------------------------------
+def _gate(pytester: pytest.Pytester) -> Path:
+    from tests.acceptance.test_money import write_gate
+
+    return write_gate(pytester, count=6, n=4, pricing=BATCH_PRICING)
+
+
+def _no_leak(result: Any) -> None:
+    text = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in text and "Traceback" not in text, text
+
+
+@pytest.mark.parametrize(("how", "said"), [
+    ("not JSON", "line 1 of its output is not valid JSON"),
+    ("no choices", "malformed response: the response has no choices"),
+])
+def test_a_batch_line_that_cannot_be_read_fails_its_cell_not_the_run(
+    pytester: pytest.Pytester, how: str, said: str,
+) -> None:
+    """Before, one bad line was an INTERNALERROR (exit 3) in this run and every rerun, or (a 200
+    without choices) an empty answer graded wrong and replayed for ever; the batch's good
+    answers were lost. Now the line's request fails (sent once more, then an error), every good
+    line is stored, and the next run pays for that request only."""
+    pricing = _gate(pytester)
+    bad: dict[str, str] = {}
+
+    def first_line_broken(row: dict[str, Any]) -> str | None:
+        if bad.setdefault("key", row["custom_id"]) != row["custom_id"]:
+            return None
+        if how == "not JSON":
+            return json.dumps(row)[:-7]
+        del row["response"]["body"]["choices"]
+        return json.dumps(row)
+
+    with ScriptedServer(right_option, batch_output=first_line_broken) as server:
+        result, report = run_json(pytester, *remote(server, pricing), "--reliable-batch")
+        _no_leak(result)
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        result.assert_outcomes(failed=1)
+        assert report["tests"][0]["verdict"] == "error"
+        result.stdout.fnmatch_lines([f"*{said}*"])
+        # 12 prompts, then the bad line once more
+        assert (len(server.batches), server.batch_lines) == (2, 12 + 1)
+        bad["key"] = "answered well from now on"
+        rerun, again = run_json(pytester, *remote(server, pricing), "--reliable-batch")
+        _no_leak(rerun)
+        rerun.assert_outcomes(passed=1)
+        assert (len(server.batches), server.batch_lines) == (3, 12 + 1 + 1)
+        assert server.paths["/v1/chat/completions"] == 0
+    assert again["tests"][0]["calls"]["made"] == 1
+
+
+def test_a_batch_that_never_finishes_ends_at_the_wait_timeout_and_a_rerun_collects_it(
+    pytester: pytest.Pytester,
+) -> None:
+    """Before, the run waited silently for ever. Now it says what it waits for, ends at
+    --reliable-wait-timeout with an error naming the batch, and the rerun collects that batch
+    (its id stayed in the store): nothing is paid twice."""
+    pricing = _gate(pytester)
+    with ScriptedServer(right_option, batch_delay=3600) as server:
+        result, report = run_json(pytester, *remote(server, pricing), "--reliable-batch",
+                                  "--reliable-wait-timeout=2")
+        _no_leak(result)
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        result.assert_outcomes(failed=1)
+        # the progress line (a log: said at once, then every minute), then the round's end
+        waiting = ("*reliable first round (batch): waiting for batch batch-1 (in_progress): "
+                   "0/12 answered, 0 failed; waited * s of 2 s (--reliable-wait-timeout)")
+        ended = ("*first round (batch): 12 requests of 1 tests: 0 from the store, 0 answered by "
+                 "the batch API, 12 not answered (batch batch-1 did not finish within "
+                 "--reliable-wait-timeout 2 s: it is in_progress, 0/12 answered, 0 failed.*")
+        result.stdout.fnmatch_lines([waiting, ended])
+        assert "a rerun collects them without paying again" in result.stdout.str()
+        [entry] = report["tests"]
+        assert entry["verdict"] == "error"
+        assert len(server.batches) == 1
+        server.batch_delay = 0.0
+        rerun, again = run_json(pytester, *remote(server, pricing), "--reliable-batch")
+        rerun.assert_outcomes(passed=1)
+        assert (len(server.batches), server.batch_lines) == (1, 12)
+        assert server.paths["/v1/files"] == 1 and server.paths["/v1/chat/completions"] == 0
+    assert again["tests"][0]["calls"]["made"] == 12
+
+
+def test_a_run_killed_before_it_learnt_its_batchs_id_does_not_pay_twice(
+    pytester: pytest.Pytester,
+) -> None:
+    """Before, the id was kept only once the creation returned: a run killed in between sent the
+    batch again on its rerun. Now the batch carries a tag the store knows before it exists, and
+    the rerun finds it by that tag among the provider's batches."""
+    from pytest_reliable.testing import Fault
+
+    pricing = _gate(pytester)
+    # the batch is made, and its creator waits for the answer until it is killed
+    with ScriptedServer(right_option, batch_create_faults=[Fault("slow", delay=3600)]) as server:
+        args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
+                *remote(server, pricing), "--reliable-batch", "--reliable-report=report.json"]
+        kill_while_the_batch_waits(pytester.path, args, server)
+        assert (len(server.batches), server.batch_lines) == (1, 12)
+        rerun = subprocess.run(args, check=False, cwd=pytester.path, capture_output=True,
+                               text=True, timeout=300)
+        assert rerun.returncode == 0, rerun.stdout
+        assert (len(server.batches), server.batch_lines) == (1, 12)  # found, not sent again
+        assert server.paths["LIST batches"] >= 1
+        assert server.paths["/v1/files"] == 1 and server.paths["/v1/chat/completions"] == 0
+    entry = json.loads((pytester.path / "report.json").read_text())["tests"][0]
+    assert entry["verdict"] == "passed" and entry["calls"]["made"] == 12
