@@ -395,10 +395,13 @@ class ReliableSession:
         )
         summary = with_majority_at_k(summary, ran.matrix)
         circular = None
+        paid_apart: list[Spend] = []  # calls made outside the evaluator: paid all the same
         if spec.circular:
+            shifts = self.runner(test.model, nodeid)
             circular = run_circular(test.dataset, task, test.space, spec.max_tokens, nodeid,
-                                    self.runner(test.model, nodeid))
+                                    shifts)
             summary = replace(summary, circular=circular.score, circular_bound=circular.bound)
+            paid_apart.append(shifts.stats.spend)
         # A pairwise judge's matrix is the comparison itself (win values), not the candidate's.
         comparison = None if pairing is None or against is not None else (
             self.compare_with_baseline(
@@ -407,7 +410,8 @@ class ReliableSession:
             ))
         thresholds = _gate(test, summary, comparison)
         report = _reliable_report(test, ran, summary, thresholds, comparison,
-                                  evaluator.prompt_tokens(), evaluator.spend())
+                                  evaluator.prompt_tokens(),
+                                  Spend.total([evaluator.spend(), *paid_apart]))
         if judge is not None and judge_model is not None:
             calls = ran.matrix.judge_calls or Calls()
             report.judge = judge_entry(judge, judge_model.identity, ran.matrix.cells,

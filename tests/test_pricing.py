@@ -182,3 +182,33 @@ def test_a_judges_id_over_an_api_model_is_priced_by_the_api_name_too() -> None:
     assert model_names(judged) == ["gpt-4o-mini", "my-judge-v2", "openai:gpt-4o-mini@127.0.0.1"]
     assert calls_an_api(judged) and calls_an_api(api)
     assert not calls_an_api(as_async_model(lambda prompt: "A"))
+
+
+def test_a_judges_calls_are_in_the_tests_spend(tmp_path: Path) -> None:
+    """The judge's calls are paid in this run: the JSON cost counts them (the ledger did, the
+    report did not), for a reliable test and for a CheckList one."""
+    import json
+
+    from pytest_reliable import Dataset, Generation, Judge, text_model
+    from pytest_reliable.markerspec import ChecklistSpec, ReliableSpec
+    from pytest_reliable.session import ReliableSession, Settings
+
+    pricing = tmp_path / "prices.yaml"
+    pricing.write_text(json.dumps({"models": {"cand": {"input": 0, "output": 0},
+                                              "judge": {"input": 1000, "output": 1000}}}))
+    session = ReliableSession(Settings(rootdir=tmp_path, no_cache=True, pricing_path=pricing))
+    data = Dataset.from_records([{"question": f"Q{i}?", "reference": "yes", "label": "yes"}
+                                 for i in range(3)])
+    judge = Judge(text_model(lambda prompt: "PASS", id="judge"), "says yes", votes=1)
+    candidate = text_model(lambda prompt: "yes", id="cand")
+    try:
+        report = session.run_reliable("t.py::t", data, Generation(grader=judge),
+                                      ReliableSpec(n=2), candidate)
+        checked = session.run_checklist("t.py::c", data, Generation(grader=judge),
+                                        ChecklistSpec(kind="mft", thresholds={"min_pass": 0.5}),
+                                        candidate)
+    finally:
+        session.close()
+    # the candidate is free: every dollar is the judge's, one call per distinct answer and vote
+    assert report.spend.usd > 0 and report.spend.prompt_tokens > 0
+    assert checked.spend.usd + checked.spend.cached_usd_saved > 0

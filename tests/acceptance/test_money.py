@@ -178,8 +178,8 @@ def test_an_unpriced_model_fixture_under_a_usd_budget_stops_before_its_calls(
                                            "--reliable-budget=1usd", "-p", "no:randomly")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     said = ["*model scripted-format-sensitive has no price in *; nothing was run.",
-            "*scripted-format-sensitive: called by test_gate.py::test_passes, "
-            "test_gate.py::test_fails_on_worst_format"]
+            ("*scripted-format-sensitive: called by test_gate.py::test_passes, "
+             "test_gate.py::test_fails_on_worst_format")]
     result.stdout.fnmatch_lines(said)
     result.stderr.fnmatch_lines(said)
 
@@ -277,8 +277,8 @@ def test_a_model_found_only_in_a_later_call_fails_its_test_alone_without_calling
     result.assert_outcomes(passed=1, failed=1)
     assert "unpriced-judge" not in calls and calls.count("scripted") > 0
     result.stdout.fnmatch_lines(
-        ["*test_judged.py::test_judged: --reliable-budget 5usd: model "
-         "openai:unpriced-judge@127.0.0.1 has no price in *"])
+        [("*test_judged.py::test_judged: --reliable-budget 5usd: model "
+          "openai:unpriced-judge@127.0.0.1 has no price in *")])
     out = result.stdout.str()
     assert "Interrupted" not in out and "During handling" not in out
     first, second = sorted((e for e in report["tests"] if e["nodeid"].endswith("test_judged")),
