@@ -475,7 +475,11 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
     decide = getattr(spec, "decide", None) or getattr(settings, "decide", None) or DEFAULT_POLICY
     notes: list[str] = []
     k = spec.k
-    test = session.reliable_test(nodeid, data, task, spec, user_model)
+    priced = session.settings.pricing_path is not None
+    # The model is resolved only to price its calls: without prices the plan needs no API key
+    # and does not start (or hash) the embedded model.
+    test = session.reliable_test(nodeid, data, task, spec,
+                                 user_model if priced else _not_resolved())
     likely: LikelyPlan | None = None
     worst: Sizes | None = None
     if spec.n is not None or settings.n != "auto":
@@ -512,9 +516,6 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
     judge = judge_of(task)
     pairwise = judge is not None and judge.pairwise
     calls = sizes.calls(instances, k, baseline is not None, pairwise)
-    if sizes.reference:
-        detail += (f"; then {instances} x ({sizes.model} + k={k}) on the model under test"
-                   if likely is not None else "")
     if baseline is not None:
         on_baseline = instances * ((sizes.model if pairwise else sizes.gate) + k)
         detail += f"; the baseline model {baseline.identity}: {on_baseline} more"
@@ -524,7 +525,7 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
     # money, as the run's table does not).
     spend: PlanSpend | None = None
     usd_max: float | None = None
-    if session.settings.pricing_path is not None:
+    if priced:
         spend = estimate_spend(session, test, sizes, baseline, k)
         if worst is not None:
             usd_max = spend.extrapolate(sizes, worst)
@@ -556,6 +557,17 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
                     grouping.label if grouping else None, resolutions, notes,
                     judge_calls, judge_detail, spend.as_dict() if spend is not None else None,
                     likely.as_dict() if likely is not None else None, calls_max, usd_max)
+
+
+def _never_called(prompt: str) -> str:
+    raise AssertionError("--reliable-plan called a model")  # pragma: no cover
+
+
+def _not_resolved() -> Any:
+    """Stands for the model under test in a plan without prices (it is never called)."""
+    from pytest_reliable.models.callables import text_model
+
+    return text_model(_never_called, id="(not resolved: no price table)")
 
 
 @dataclass(frozen=True)
@@ -1004,7 +1016,12 @@ def _baseline_model(session: ReliableSession, test: Any, user_baseline: Any) -> 
         return None  # the run says what is wrong with the comparison; the plan prices none
     if choice is None or choice.kind == "report":
         return None
-    return session.baseline_model(choice)
+    try:
+        return session.baseline_model(choice)
+    except ReliableError:  # e.g. no API key here: its calls are counted, priced by its name
+        from pytest_reliable.models.callables import text_model
+
+        return text_model(_never_called, id=choice.name or "the reliable_baseline fixture's")
 
 
 def _price_judge(session: ReliableSession, task: Task, answered: Sequence[tuple[Any, int]],
