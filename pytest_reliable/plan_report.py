@@ -626,7 +626,8 @@ class LikelyPlan:
         n_star, n_max, pilot = int(likely["n_star"]), int(likely["n_max"]), int(likely["pilot_n"])
         head = f"~{n_star}" if n_star <= n_max else f"~{n_star}, above the cap: {n_max} run"
         if likely["low"] != likely["high"]:
-            head += f" ({likely['low']}-{likely['high']} over the simulated answer structures)"
+            head += (f" ({likely['low']}-{likely['high']} for 80% of simulated pilots, over "
+                     "the answer structures)")
         run = ("the pilot's first n* resamplings gate" if min(n_star, n_max) <= pilot
                else f"the pilot extends to {min(n_star, n_max)} resamplings")
         usd = "" if likely.get("usd") is None else f", ~${likely['usd']:.4f}"

@@ -45,6 +45,23 @@ def test_the_likely_n_star_is_what_the_real_method_gives_such_pilots() -> None:
     assert likely.low <= likely.n_star <= likely.high
 
 
+def test_the_range_holds_what_most_real_pilots_find() -> None:
+    """The range is about the pilot's own draw, too: of pilots of the least favourable
+    structure (Beta instance accuracy, icc 0.2), drawn independently here, about 90% find an
+    n* at most ``high`` (it spans 80% of pilots over the structures)."""
+    resamplings, instances, eps = 30, 16, 0.03
+    likely = likely_n_star(fresh(resamplings, instances), eps=eps, delta=0.1, n_max=1000)
+    rng = np.random.default_rng(11)
+    found = []
+    for _ in range(40):
+        accuracy = rng.beta(0.5 * 4, 0.5 * 4, instances)  # mean 0.5, icc 1 / (1 + 4) = 0.2
+        pilot = (rng.random((resamplings, instances)) < accuracy).mean(axis=1)
+        found.append(min_reliable_n(pilot, eps=eps, delta=0.1, method="bootstrap", n_max=1000,
+                                    subsets=1000).n_star)
+    assert np.mean(np.array(found) <= likely.high) >= 0.75  # 0.9 expected; 40 pilots: +-0.05
+    assert likely.low < np.percentile(found, 10)  # other structures reach lower
+
+
 def test_more_instances_or_repeated_prompts_need_fewer_resamplings() -> None:
     few = likely_n_star(fresh(30, 20), eps=0.01, delta=0.1, n_max=1000)
     many = likely_n_star(fresh(30, 200), eps=0.01, delta=0.1, n_max=1000)

@@ -15,7 +15,10 @@ what each would give:
   the format varies more between resamplings in fixed mode, and its n* is larger;
 - per structure, `SIMULATED` pilots are drawn and the one of median spread (n* grows with the
   spread) is handed to `stats.min_reliable_n`; the likely n* is the middle of the structures'
-  figures, and the range spans them.
+  figures. The range is what a pilot may find: from the pilot at the `RANGE_QUANTILE` of spread
+  under the structure with the smallest figure to the pilot at 1 - `RANGE_QUANTILE` under the
+  one with the largest (a pilot of 30 estimates the spread to about 13%, and n* goes with its
+  square: the range is wide because the pilot's own draw moves n*).
 
 It is an estimate of what a pilot will find, not a promise: the pilot's own answers decide.
 """
@@ -39,6 +42,8 @@ SUBSETS = 2_000
 estimate's own Monte Carlo error, a few percent, is far below what the model leaves open)."""
 SEED = 20_240_007
 """Fixed: a plan is deterministic."""
+RANGE_QUANTILE = 0.1
+"""The range spans the pilots between this quantile of spread and its complement: 80%."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +54,9 @@ class LikelyNStar:
     """The middle of the structures' figures."""
     low: int
     high: int
-    """The smallest and the largest over the structures."""
+    """What 80% of simulated pilots find, over the structures (see the module docstring)."""
     per_structure: tuple[int, ...]
+    """Each structure's figure (its pilot of median spread), in `power.STRUCTURES` order."""
     score: float
     """The true score the pilots were simulated at."""
 
@@ -85,16 +91,21 @@ def likely_n_star(answer_ids: npt.ArrayLike, *, eps: float, delta: float, n_max:
         raise ValueError("answer_ids must be (resamplings >= 2, instances >= 1)")
     score = min(max(float(score), 0.01), 0.99)
     reps = max(8, min(SIMULATED, SIMULATED_CELLS // ids.size))
-    found = []
+
+    def n_star(pilot: npt.NDArray[np.float64]) -> int:
+        return int(min_reliable_n(pilot, eps=eps, delta=delta, method="bootstrap", n_max=n_max,
+                                  subsets=SUBSETS, seed=seed).n_star)
+
+    by_spread = []
     for index, structure in enumerate(STRUCTURES):
         pilots = simulated_pilots(ids, score, structure, reps, seed + index)
-        spread = pilots.std(axis=1)
-        median = int(np.argsort(spread)[len(spread) // 2])
-        found.append(int(min_reliable_n(pilots[median], eps=eps, delta=delta,
-                                        method="bootstrap", n_max=n_max, subsets=SUBSETS,
-                                        seed=seed).n_star))
-    ordered = sorted(found)
-    return LikelyNStar(ordered[len(ordered) // 2], ordered[0], ordered[-1], tuple(found), score)
+        by_spread.append(pilots[np.argsort(pilots.std(axis=1), kind="stable")])
+    found = [n_star(pilots[len(pilots) // 2]) for pilots in by_spread]
+    smallest, largest = by_spread[int(np.argmin(found))], by_spread[int(np.argmax(found))]
+    low = n_star(smallest[int(RANGE_QUANTILE * (len(smallest) - 1))])
+    high = n_star(largest[round((1 - RANGE_QUANTILE) * (len(largest) - 1))])
+    middle = sorted(found)[len(found) // 2]
+    return LikelyNStar(middle, min(low, middle), max(high, middle), tuple(found), score)
 
 
 __all__ = ["LikelyNStar", "likely_n_star", "simulated_pilots"]
