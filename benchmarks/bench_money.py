@@ -229,7 +229,7 @@ def plan_against_run(root: Path, questions: int, trials: int) -> None:
             planned = subprocess.run(command(server, "--reliable-plan", *auto), cwd=directory,
                                      capture_output=True, text=True, timeout=600,
                                      check=False).stdout
-            likely = re.search(r"likely n\*: ~(\d+)(?: \((\d+)-(\d+) over)?.*?, (\d+) calls, "
+            likely = re.search(r"likely n\*: ~(\d+)(?: \((\d+)-(\d+) for)?.*?, (\d+) calls, "
                                r"~\$([\d.]+)", planned)
             worst = re.search(r"worst case: (\d+) calls, at most ~\$([\d.]+)", planned)
             assert likely is not None and worst is not None, planned
