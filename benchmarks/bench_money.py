@@ -3,7 +3,7 @@
 Run from the repository root::
 
     python benchmarks/bench_money.py [--questions 12] [--n 4] [--budget 0.5] [--tests 6]
-        [--batch-delay 2] [--parts spend,budget,batch,resume,run]
+        [--batch-delay 2] [--trials 5] [--parts spend,budget,batch,resume,run,plan,unpriced]
 
 One gate (``--questions`` multiple-choice questions, two wrappers, ``--n`` resamplings) runs as a
 user runs it (``python -m pytest`` in a fresh directory) against the scripted OpenAI-compatible
@@ -19,7 +19,15 @@ server, which counts every token it bills. It prints:
    (target: one batch, each line once);
 5. run: ``--tests`` gates in one run with ``--reliable-batch``, each batch taking
    ``--batch-delay`` seconds: the batches the server saw and the run's wall time (target: one batch
-   for the whole run's first round, so about one batch's latency, not one per test).
+   for the whole run's first round, so about one batch's latency, not one per test);
+6. plan: ``--trials`` gates under ``--reliable-n auto --reliable-pilot-n 30`` on a model whose
+   questions differ in difficulty (each prompt answered right with its question's accuracy,
+   Beta-distributed, one answer per prompt): ``--reliable-plan``'s likely n*, its range, calls
+   and spend beside what the run then found and paid (target: the real n* inside the range, the
+   spend near the estimate; the worst case at ``--reliable-n-max`` above both);
+7. unpriced: a gate priced and a CheckList module whose own model is not, under a USD budget,
+   with and without ``-n 2``: exit code (target 4), calls the server saw (target 0), whether an
+   xdist ``Interrupted`` or a traceback shows (target no), and the wall time of the price pass.
 """
 
 from __future__ import annotations
@@ -68,6 +76,72 @@ def test_gate(reliable, part):
 '''
 
 
+AUTO_YAML = ('spaces:\n  wide:\n    wrapper: ["({})", "{}.", "[{}]", "{})"]\n'
+             '    enumerator: [upper, lower, number, roman]\n'
+             '    option_separator: ["\\n", "; ", " | "]\n    option_order: permute\n')
+AUTO_GATE = '''
+import pytest
+from pytest_reliable import Dataset, MultipleChoice
+
+DATA = Dataset.from_records({dataset!r})
+
+
+@pytest.mark.reliable(space="wide", eps=0.03, min_score=0.5)
+def test_auto(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+'''
+UNPRICED_CHECKLIST = '''
+import pytest
+from pytest_reliable import Classification, openai_model
+
+
+@pytest.fixture
+def reliable_model():
+    return openai_model("unpriced-checker")
+
+
+@pytest.mark.invariance(perturb=["typos"], max_flip_rate=0.5)
+def test_inv(reliable):
+    data = [{{"text": f"A fine review number {{i}}.", "label": "positive"}} for i in range(6)]
+    reliable.invariance(data, Classification(labels=["positive", "negative"]))
+'''
+
+
+def _uniform(text: str) -> float:
+    """A stable uniform in [0, 1) of ``text`` (one answer per prompt, in every run)."""
+    import hashlib
+
+    return int(hashlib.sha256(text.encode()).hexdigest()[:15], 16) / 16 ** 15
+
+
+def difficulty_model(icc: float = 0.2, score: float = 0.5) -> Any:
+    """Right with its question's accuracy (Beta(mean ``score``, intra-class correlation
+    ``icc``), drawn from the question's text), the same answer to the same prompt."""
+    import functools
+
+    from scipy import stats
+
+    concentration = 1 / icc - 1
+
+    @functools.cache
+    def accuracy_of(question: str) -> float:
+        return float(stats.beta.ppf(_uniform(question), score * concentration,
+                                    (1 - score) * concentration))
+
+    def rule(messages: Any, params: dict[str, Any]) -> str:
+        prompt = messages if isinstance(messages, str) else messages[-1]["content"]
+        question = re.search(r"question \d+ of trial \d+\?", prompt)
+        # options one per line, or on one line ("(A) wrong one; (B) right answer; ...")
+        labels = re.findall(r"(\w+)\W{1,3}(right answer|wrong one|wrong two)", prompt)
+        right = [str(label) for label, text in labels if text == "right answer"]
+        wrong = [str(label) for label, text in labels if text != "right answer"]
+        if question is None or not right or not wrong:
+            return "no idea"
+        return right[0] if _uniform(prompt) < accuracy_of(question.group(0)) else wrong[0]
+
+    return rule
+
+
 def right_option(messages: Any, params: dict[str, Any]) -> str:
     prompt = messages if isinstance(messages, str) else messages[-1]["content"]
     found = re.search(r"^\W*(\w)\W+\s*right", prompt, re.MULTILINE)
@@ -99,7 +173,7 @@ def command(server: ScriptedServer, *args: str) -> list[str]:
 
 def run(directory: Path, server: ScriptedServer, *args: str) -> dict[str, Any]:
     subprocess.run(command(server, *args), check=False, cwd=directory, capture_output=True,
-                   timeout=600)
+                   timeout=3600)
     return dict(json.loads((directory / "report.json").read_text()))
 
 
@@ -115,7 +189,8 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=0.5)
     parser.add_argument("--tests", type=int, default=6)
     parser.add_argument("--batch-delay", type=float, default=2.0)
-    parser.add_argument("--parts", default="spend,budget,batch,resume,run")
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--parts", default="spend,budget,batch,resume,run,plan,unpriced")
     options = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-money-"))
     q, n = options.questions, options.n
@@ -130,6 +205,66 @@ def main() -> None:
         resume(root, q, n)
     if "run" in parts:
         whole_run(root, q, n, options.tests, options.batch_delay)
+    if "plan" in parts:
+        plan_against_run(root, options.questions, options.trials)
+    if "unpriced" in parts:
+        unpriced(root, q, n)
+
+
+def plan_against_run(root: Path, questions: int, trials: int) -> None:
+    """The plan's likely n* and spend, then the run's, on the same gate (module docstring)."""
+    inside = 0
+    for trial in range(trials):
+        directory = root / f"plan{trial}"
+        directory.mkdir()
+        records = [{"question": f"question {i} of trial {trial}?",
+                    "choices": ["right answer", "wrong one", "wrong two"], "answer": 0}
+                   for i in range(questions)]
+        (directory / "reliable.yaml").write_text(AUTO_YAML)
+        (directory / "test_gate.py").write_text(AUTO_GATE.format(dataset=records))
+        (directory / "prices.yaml").write_text(json.dumps({"models": {"scripted": PRICES}}))
+        auto = ("--reliable-n", "auto", "--reliable-pilot-n", "30", "--reliable-n-max", "1000",
+                "--reliable-no-cache", "--reliable-concurrency=2")
+        with ScriptedServer(difficulty_model()) as server:
+            planned = subprocess.run(command(server, "--reliable-plan", *auto), cwd=directory,
+                                     capture_output=True, text=True, timeout=600,
+                                     check=False).stdout
+            likely = re.search(r"likely n\*: ~(\d+)(?: \((\d+)-(\d+) for)?.*?, (\d+) calls, "
+                               r"~\$([\d.]+)", planned)
+            worst = re.search(r"worst case: (\d+) calls, at most ~\$([\d.]+)", planned)
+            assert likely is not None and worst is not None, planned
+            report = run(directory, server, *auto)
+            bill = server.billed_usd(**PRICES)
+        entry = report["tests"][0]
+        n_star, low, high = int(likely[1]), int(likely[2] or likely[1]), int(likely[3] or likely[1])
+        if entry["n_star"] is None:  # the run did not complete (a fault): no n* to compare
+            print(f"plan: trial {trial}: the run ended in {entry['verdict']}: "
+                  f"{entry.get('message', '')[:200]}")
+            continue
+        inside += low <= entry["n_star"] <= high
+        calls = entry["calls"]["made"] + entry["calls"]["cached"]
+        print(f"plan: trial {trial}: likely n* ~{n_star} ({low}-{high}), {likely[4]} calls, "
+              f"~${float(likely[5]):.4f} (worst {worst[1]} calls, ${float(worst[2]):.4f}); the "
+              f"run: n* {entry['n_star']}, {calls} calls, paid ${entry['cost']['usd']:.4f} "
+              f"(server's bill ${bill:.4f})")
+    print(f"plan: the run's n* inside the plan's range in {inside} of {trials} trials")
+
+
+def unpriced(root: Path, q: int, n: int) -> None:
+    """An unpriced CheckList model under a USD budget, with and without pytest-xdist."""
+    for workers in ((), ("-n", "2")):
+        directory = project(root, f"unpriced{len(workers)}", q, n)
+        (directory / "test_inv.py").write_text(UNPRICED_CHECKLIST.format())
+        with ScriptedServer(right_option) as server:
+            started = time.perf_counter()
+            done = subprocess.run(command(server, "--reliable-budget=5usd", *workers),
+                                  cwd=directory, capture_output=True, text=True, timeout=600,
+                                  check=False)
+            took = time.perf_counter() - started
+            out = done.stdout + done.stderr
+        print(f"unpriced: {' '.join(workers) or 'one process'}: exit code {done.returncode}, "
+              f"{server.requests} calls, Interrupted shown: {'Interrupted' in out}, traceback "
+              f"shown: {'Traceback' in out}; wall {took:.1f} s")
 
 
 def whole_run(root: Path, q: int, n: int, tests: int, delay: float) -> None:

@@ -17,6 +17,7 @@ import pytest
 from pytest_reliable._plugin_batch import gather_instead
 from pytest_reliable._plugin_markers import default_resamplings, perturbation_exists
 from pytest_reliable._plugin_plan import plan_instead
+from pytest_reliable._plugin_prices import price_instead
 from pytest_reliable._plugin_state import (
     ERRORS_KEY,
     RESULTS_KEY,
@@ -174,15 +175,22 @@ class ReliableFixture:
         try:
             result = work()
         except ReliableError as error:
-            usage = isinstance(error, BaselineUsageError | JudgeUsageError | CircularUsageError
-                               | PricingError | ModelUsageError)
-            entry = error_entry(self._item.nodeid, kind, str(error), usage_error=usage)
-            self._item.stash.setdefault(ERRORS_KEY, []).append(entry)
-            if usage:  # a misconfigured comparison: stop before other tests spend calls
-                self._item.session.shouldstop = f"pytest-reliable: {error}"
-            pytest.fail(f"{self._item.nodeid}: {error}", pytrace=False)
-        self._item.stash[RESULTS_KEY].append(result)
-        return result
+            failed = error
+        else:
+            self._item.stash[RESULTS_KEY].append(result)
+            return result
+        usage = isinstance(failed, BaselineUsageError | JudgeUsageError | CircularUsageError
+                           | PricingError | ModelUsageError)
+        entry = error_entry(self._item.nodeid, kind, str(failed), usage_error=usage)
+        self._item.stash.setdefault(ERRORS_KEY, []).append(entry)
+        if usage and not isinstance(failed, PricingError):
+            # A misconfigured comparison: stop before other tests spend calls. A model without
+            # a price under a USD budget stops only its own test, before its first call: the
+            # price pass (`_plugin_prices`) stopped the run before any call for every model it
+            # could find, and a test that finds another one only in its body fails alone.
+            self._item.session.shouldstop = f"pytest-reliable: {failed}"
+        # Outside the except block: the message alone, not "during handling of the above".
+        pytest.fail(f"{self._item.nodeid}: {failed}", pytrace=False)
 
     def evaluate(
         self, dataset: Records, task: Task, **overrides: Unpack[ReliableArguments]
@@ -195,6 +203,9 @@ class ReliableFixture:
         session = self._state.session
         from pytest_reliable.first_round import requests_of
 
+        price_instead(self._item, lambda: session.reliable_models(
+            session.reliable_test(self._item.nodeid, dataset, task, spec, self._model),
+            self._baseline))
         if self._state.settings.plan:
             from pytest_reliable.plan_report import plan_reliable
 
@@ -233,11 +244,12 @@ class ReliableFixture:
         spec = self._spec(kind, overrides)
         assert isinstance(spec, ChecklistSpec)
         session = self._state.session
+        price_instead(self._item, lambda: session.checklist_models(task, self._model))
         if self._state.settings.plan:
             from pytest_reliable.plan_report import plan_checklist
 
             plan_instead(self._item, lambda: plan_checklist(session, self._item.nodeid, dataset,
-                                                            task, spec))
+                                                            task, spec, self._model))
         gather_instead(self._item, None)  # a CheckList test's calls are its own, later
         return self._run(kind, lambda: session.run_checklist(
             self._item.nodeid, dataset, task, spec, self._model))

@@ -70,26 +70,38 @@ def _seconds(text: str) -> float:
     return seconds
 
 
+BUDGET_UNITS = {"calls": "calls", "usd": "US dollars", "tokens": "tokens"}
+
+
 def _budget(text: str) -> tuple[int | None, int | None, float | None]:
-    """(calls, tokens, usd) from '200000', '500calls', '5usd' or several as '5usd,500calls'."""
+    """(calls, tokens, usd) from '200000', '500calls', '5usd' or several as '5usd,500calls'.
+    Each unit at most once: '5usd,0.0001usd' would otherwise keep one of two limits silently."""
+    given: dict[str, str] = {}
+    for part in str(text).replace(" ", "").lower().split(","):
+        unit = next((u for u in ("calls", "usd") if part.endswith(u)), "tokens")
+        if unit in given:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not valid: it limits {BUDGET_UNITS[unit]} twice ({given[unit]!r} "
+                f"and {part!r}); give each of tokens, calls and usd at most once, e.g. "
+                "'5usd,500calls'")
+        given[unit] = part
     calls = tokens = None
     usd: float | None = None
-    for part in str(text).replace(" ", "").lower().split(","):
-        try:
-            if part.endswith("calls"):
-                calls = int(part[: -len("calls")])
-            elif part.endswith("usd"):
-                usd = float(part[: -len("usd")].removeprefix("$"))
-                if not math.isfinite(usd) or usd <= 0:
-                    raise ValueError(part)
-            else:
-                tokens = int(part.removesuffix("tokens"))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not valid: give tokens ('200000'), "
-                                             "calls ('500calls') and/or US dollars ('5usd'), "
-                                             "several as '5usd,500calls'") from None
-        if (calls is not None and calls < 1) or (tokens is not None and tokens < 1):
-            raise argparse.ArgumentTypeError(f"{text!r} is not valid: budgets must be >= 1")
+    try:
+        if "calls" in given:
+            calls = int(given["calls"][: -len("calls")])
+        if "usd" in given:
+            usd = float(given["usd"][: -len("usd")].removeprefix("$"))
+            if not math.isfinite(usd) or usd <= 0:
+                raise ValueError(given["usd"])
+        if "tokens" in given:
+            tokens = int(given["tokens"].removesuffix("tokens"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not valid: give tokens ('200000'), "
+                                         "calls ('500calls') and/or US dollars ('5usd'), "
+                                         "several as '5usd,500calls'") from None
+    if (calls is not None and calls < 1) or (tokens is not None and tokens < 1):
+        raise argparse.ArgumentTypeError(f"{text!r} is not valid: budgets must be >= 1")
     return calls, tokens, usd
 
 

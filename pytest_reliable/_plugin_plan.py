@@ -30,9 +30,12 @@ def plan_instead(item: pytest.Item, make: Callable[[], TestPlan]) -> NoReturn:
     try:
         plan = make()
     except ReliableError as error:
-        pytest.fail(f"{item.nodeid}: {error}", pytrace=False)
-    item.user_properties.append((PLAN_PROPERTY, plan.as_dict()))
-    pytest.skip(f"planned (--reliable-plan): {plan.calls} model calls, none made")
+        failed = error
+    else:
+        item.user_properties.append((PLAN_PROPERTY, plan.as_dict()))
+        pytest.skip(f"planned (--reliable-plan): {plan.calls} model calls, none made")
+    # Outside the except block: the message alone, not "during handling of the above".
+    pytest.fail(f"{item.nodeid}: {failed}", pytrace=False)
 
 
 class PlanHooks:
@@ -57,8 +60,10 @@ class PlanHooks:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if is_worker(terminalreporter.config):
             return
-        from pytest_reliable.plan_report import TestPlan, format_plans
+        from pytest_reliable._plugin_state import state_of
+        from pytest_reliable.plan_report import PlanBudget, TestPlan, format_plans
 
+        budget = PlanBudget.of(state_of(terminalreporter.config).settings)
         terminalreporter.write_sep("=", "reliable plan (no model call made)")
-        for line in format_plans([TestPlan.from_dict(plan) for plan in self.plans]):
-            terminalreporter.write_line(line)
+        for line in format_plans([TestPlan.from_dict(plan) for plan in self.plans], budget):
+            terminalreporter.write_line(line, yellow=line.startswith("warning:"))

@@ -23,6 +23,7 @@ from pytest_reliable._plugin_checks import LOCK_ERROR
 from pytest_reliable._plugin_markers import MARKER_ERROR
 from pytest_reliable._plugin_options import read_settings, remember_seed
 from pytest_reliable._plugin_outcome import session_outcome
+from pytest_reliable._plugin_prices import UNPRICED_ERROR
 from pytest_reliable._plugin_xdist import is_worker
 from pytest_reliable.files import content_hash
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from pytest_reliable.store import Store
 
 STATE_NAME = "reliable-state"
-USAGE_ERRORS = (MARKER_ERROR, LOCK_ERROR)
+USAGE_ERRORS = (MARKER_ERROR, LOCK_ERROR, UNPRICED_ERROR)
 """Headings of the collect errors a worker sends for what is a usage error on the controller."""
 
 # What each test carries (on its item) between the hooks and the fixture.

@@ -545,6 +545,8 @@ class Evaluator:
         self.judging_for = judging_for
         """The runner of the task's judge (on the judge's own model), when it grades with one."""
         self.runners: list[Runner] = []
+        self.judge_runners: list[Runner] = []
+        """The judges' (and a pairwise judge's baseline's) runners: their calls are paid too."""
 
     def run(self, n: int, on: AsyncModel | None = None) -> ScoreMatrix:
         """``n`` resamplings and the canonical pass on ``on`` (default: the model under test)."""
@@ -573,13 +575,18 @@ class Evaluator:
 
     def spend(self) -> Spend:
         """What every run so far cost (SPEC section 13)."""
-        return Spend.total(r.stats.spend for r in self.runners)
+        return Spend.total(r.stats.spend for r in [*self.runners, *self.judge_runners])
 
     def _runner(self, on: AsyncModel) -> Runner:
         self.runners.append(self.runner_for(on))
         return self.runners[-1]
 
     def _judging(self) -> Judging | None:
-        """A fresh runner of the judge (its counts stay apart from the model's prompt tokens)."""
-        return None if self.judging_for is None else self.judging_for()
+        """A fresh runner of the judge (its counts stay apart from the model's prompt tokens;
+        its spend is the test's all the same)."""
+        if self.judging_for is None:
+            return None
+        judging = self.judging_for()
+        self.judge_runners += [r for r in (judging.judge, judging.baseline) if r is not None]
+        return judging
 

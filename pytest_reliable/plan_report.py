@@ -15,7 +15,7 @@ under every plan. `benchmarks/bench_gate_errors.py` checks these figures against
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_reliable.errors import ReliableError
@@ -29,12 +29,13 @@ from pytest_reliable.stats.power import RangeLayout as RangeLayout
 from pytest_reliable.stats.power import margin_multiplier as margin_multiplier
 from pytest_reliable.stats.power import mean_se as mean_se
 from pytest_reliable.stats.power import solve as solve
-from pytest_reliable.vocabulary import DEFAULT_POLICY, RELIABLE_THRESHOLDS
+from pytest_reliable.vocabulary import CHECKLIST_DIRECTIONS, DEFAULT_POLICY, RELIABLE_THRESHOLDS
 
 if TYPE_CHECKING:
     from pytest_reliable.data import Dataset, Records
     from pytest_reliable.markerspec import ChecklistSpec, ReliableSpec
-    from pytest_reliable.session import ReliableSession
+    from pytest_reliable.pricing import Price
+    from pytest_reliable.session import ReliableSession, ReliableTest
     from pytest_reliable.space import Space
     from pytest_reliable.tasks import Task
 
@@ -51,6 +52,8 @@ METHOD = (
 RANGES = ("min_worst", "max_spread", "min_median")
 MIN_THRESHOLDS = tuple(name for name, way in RELIABLE_THRESHOLDS.items() if way == "min")
 MAX_THRESHOLDS = tuple(name for name, way in RELIABLE_THRESHOLDS.items() if way == "max")
+CHECKLIST_MAX = tuple(name for name, way in CHECKLIST_DIRECTIONS.items() if way == "max")
+"""A CheckList test's rates that must stay low (flip rate, fail rate); ``min_pass`` is a min."""
 WHAT = {
     "min_score": "score",
     "min_lower_ci": "canonical score",
@@ -64,6 +67,9 @@ WHAT = {
     "min_win_rate": "win rate",
     "min_circular": "circular score",
     "max_regression": "regression",
+    "max_flip_rate": "flip rate",
+    "max_fail_rate": "fail rate",
+    "min_pass": "pass rate",
 }
 
 
@@ -85,7 +91,7 @@ class Resolution:
 
     @property
     def is_max(self) -> bool:
-        return self.name in MAX_THRESHOLDS
+        return self.name in MAX_THRESHOLDS or self.name in CHECKLIST_MAX
 
     def describe(self, decide: str) -> str:
         what = WHAT.get(self.name, self.name)
@@ -134,16 +140,31 @@ class TestPlan:
     """A judge's calls (SPEC section 12), counted apart: at most one per answer and vote."""
     judge_detail: str | None = None
     cost: dict[str, Any] | None = None
-    """The estimated spend (`PlanSpend.as_dict`; SPEC section 13), None when not estimated."""
+    """The estimated spend (`PlanSpend.as_dict`; SPEC section 13), None when not estimated.
+    Under ``--reliable-n auto`` without a stored n*: at the likely n*."""
+    likely: dict[str, Any] | None = None
+    """``--reliable-n auto`` without a stored n*: the n* its pilot is likely to find
+    (`LikelyPlan.as_dict`); ``calls`` and ``cost`` are then at that n*."""
+    calls_max: int | None = None
+    """The most calls the test may make (a bootstrap n* at ``--reliable-n-max``), with
+    ``usd_max`` the most it may cost (None: no price table)."""
+    usd_max: float | None = None
 
     def lines(self) -> list[str]:
         head = f"{self.nodeid} ({self.kind}"
         head += f", {self.decide})" if self.kind == "reliable" else ")"
         out = [head, f"  calls: {self.calls_detail}"]
+        if self.likely is not None:
+            out.append(f"  likely n*: {LikelyPlan.describe(self.likely)}")
+        if self.calls_max is not None and self.calls_max > self.calls:
+            spent = "" if self.usd_max is None else f", at most ~${self.usd_max:.4f}"
+            out.append(f"  worst case: {self.calls_max} calls{spent} (n* at its cap, "
+                       "--reliable-n-max)")
         if self.judge_detail:
             out.append(f"  judge calls: {self.judge_detail}")
         if self.cost is not None:
-            out.append(f"  spend: {PlanSpend.describe(self.cost)}")
+            at = " (at the likely n*)" if self.likely is not None else ""
+            out.append(f"  spend: {PlanSpend.describe(self.cost)}{at}")
         if self.grouping:
             out.append(f"  ranges grouped by {self.grouping}")
         out += [f"  {r.describe(self.decide)}" for r in self.resolutions]
@@ -156,7 +177,8 @@ class TestPlan:
             "calls": self.calls, "calls_detail": self.calls_detail, "decide": self.decide,
             "grouping": self.grouping, "resolutions": [r.as_dict() for r in self.resolutions],
             "notes": list(self.notes), "judge_calls": self.judge_calls,
-            "judge_detail": self.judge_detail, "cost": self.cost,
+            "judge_detail": self.judge_detail, "cost": self.cost, "likely": self.likely,
+            "calls_max": self.calls_max, "usd_max": self.usd_max,
         }
 
     @classmethod
@@ -167,45 +189,114 @@ class TestPlan:
         return cls(**values)
 
 
-def format_plans(plans: Sequence[TestPlan]) -> list[str]:
-    """The ``--reliable-plan`` section: one block per test, the totals, and the method."""
+@dataclass(frozen=True)
+class PlanBudget:
+    """``--reliable-budget``: what the plan's totals are checked against (None: no limit)."""
+
+    usd: float | None = None
+    calls: int | None = None
+    tokens: int | None = None
+
+    @classmethod
+    def of(cls, settings: Any) -> PlanBudget:
+        return cls(getattr(settings, "budget_usd", None), getattr(settings, "budget_calls", None),
+                   getattr(settings, "budget_tokens", None))
+
+
+def format_plans(plans: Sequence[TestPlan], budget: PlanBudget | None = None) -> list[str]:
+    """The ``--reliable-plan`` section: one block per test, the totals, a warning for each
+    limit of ``budget`` the plan's estimate exceeds, and the method."""
     if not plans:
         return ["no reliable or CheckList test reached its evaluate call: nothing to plan"]
     out: list[str] = []
     for plan in plans:
         out += plan.lines()
     total = sum(plan.calls for plan in plans)
-    out.append(f"total: {total} model calls planned over {len(plans)} tests (cached answers are "
-               "not called again); no model call was made")
+    most = sum(plan.calls_max if plan.calls_max is not None else plan.calls for plan in plans)
+    likely = any(plan.likely is not None for plan in plans)
+    at = (f" (at the likely n*; at most {most} if every n* reaches --reliable-n-max)"
+          if likely and most > total else "")
+    out.append(f"total: {total} model calls planned over {len(plans)} tests{at} (cached answers "
+               "are not called again); no model call was made")
     judged = sum(plan.judge_calls for plan in plans)
     if judged:
         out.append(f"judge calls: at most {judged} more, counted apart (one per answer and "
                    "vote; a repeated answer shares its votes)")
     costs = [plan.cost for plan in plans if plan.cost is not None]
-    if costs:
-        out.append(f"total spend: {PlanSpend.describe(PlanSpend.add(costs))}")
+    spend = PlanSpend.add(costs) if costs else None
+    usd_max = None
+    if spend is not None:
+        out.append(f"total spend: {PlanSpend.describe(spend)}")
+        usd_max = sum(plan.usd_max if plan.usd_max is not None else
+                      (plan.cost or {}).get("usd") or 0.0 for plan in plans)
+        if usd_max > spend["usd"] + 5e-5:
+            out.append(f"total spend at most: ~${usd_max:.4f} if every n* reaches "
+                       "--reliable-n-max")
+    out += budget_warnings(budget, total, judged, spend, usd_max)
     out.append(f"method: {METHOD}")
+    return out
+
+
+def budget_warnings(budget: PlanBudget | None, calls: int, judged: int,
+                    spend: Mapping[str, Any] | None, usd_max: float | None) -> list[str]:
+    """A warning for each ``--reliable-budget`` limit the plan's estimate exceeds (the run would
+    stop calling part-way and leave tests without answers), and a note for one that only the
+    worst case exceeds."""
+    if budget is None:
+        return []
+    out = []
+    fix = ("raise the budget, or plan fewer instances or resamplings (a cached answer is not "
+           "paid again)")
+    if budget.usd is not None and spend is not None:
+        flag = f"--reliable-budget {budget.usd:g}usd"
+        if spend.get("unpriced_models"):
+            out.append(f"warning: no price for {', '.join(spend['unpriced_models'])}: under "
+                       f"{flag} the run stops before any call; add a price to "
+                       "--reliable-pricing's file")
+        if spend["usd"] > budget.usd:
+            out.append(f"warning: the estimated spend ~${spend['usd']:.4f} exceeds {flag}: the "
+                       "run would stop calling once it is spent, and the tests left without "
+                       f"answers end in errors; {fix}")
+        elif usd_max is not None and usd_max > budget.usd:
+            out.append(f"note: within {flag} at the likely n*, but the worst case (~${usd_max:.4f},"
+                       " every n* at --reliable-n-max) exceeds it")
+    if budget.calls is not None:
+        # Priced plans count the distinct uncached requests; otherwise every planned call.
+        planned = spend["calls"] if spend is not None else calls + judged
+        counted = "uncached calls" if spend is not None else "calls at most"
+        if planned > budget.calls:
+            out.append(f"warning: {planned} {counted} planned exceed --reliable-budget "
+                       f"{budget.calls}calls: the run would stop calling part-way; {fix}")
+    if budget.tokens is not None and spend is not None:
+        tokens = int(spend["prompt_tokens"]) + int(spend["completion_tokens"])
+        if tokens > budget.tokens:
+            out.append(f"warning: ~{tokens} tokens planned exceed --reliable-budget "
+                       f"{budget.tokens} (tokens): the run would stop calling part-way; {fix}")
     return out
 
 
 def judge_plan(task: Task, answers: int) -> tuple[int, str | None]:
     """At most how many calls the task's judge makes grading ``answers`` answers, and the
-    text; (0, None) when no judge grades the task. A bad judge is a usage error here too."""
+    text; (0, None) when no judge grades the task. A pairwise judge asks each comparison in
+    both orders. A bad judge is a usage error here too."""
     from pytest_reliable.judge import judge_of
 
     judge = judge_of(task)
     if judge is None:
         return 0, None
     judge.check()
-    calls = answers * judge.votes
-    return calls, (f"at most {answers} answers x {judge.votes} votes = {calls} (fewer when "
-                   "answers repeat; judged in a second stage, after the answers)")
+    orders = 2 if judge.pairwise else 1
+    calls = answers * judge.votes * orders
+    what = (f"{answers} comparisons with the baseline's answers x {judge.votes} votes x 2 "
+            "orders" if judge.pairwise else f"{answers} answers x {judge.votes} votes")
+    return calls, (f"at most {what} = {calls} (fewer when answers repeat; judged in a second "
+                   "stage, after the answers)")
 
 
 # -- each threshold's resolvable value (the numbers are stats.power's) -------------------------
 def _direction(name: str, decide: str) -> int:
     """+1 when the quoted value lies above the limit, -1 below."""
-    up = name not in MAX_THRESHOLDS
+    up = name not in MAX_THRESHOLDS and name not in CHECKLIST_MAX
     return 1 if up != (decide == "fail-on-evidence") else -1
 
 
@@ -373,6 +464,7 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
                   spec: ReliableSpec,
                   user_model: Any = None, user_baseline: Any = None) -> TestPlan:
     """The plan of one ``reliable.evaluate(data, task)`` under ``spec``: no model is called."""
+    from pytest_reliable.judge import judge_of
     from pytest_reliable.sampling import dataset_option_count
 
     dataset = session.dataset(data)
@@ -383,42 +475,68 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
     decide = getattr(spec, "decide", None) or getattr(settings, "decide", None) or DEFAULT_POLICY
     notes: list[str] = []
     k = spec.k
+    priced = session.settings.pricing_path is not None
+    # The model is resolved only to price its calls: without prices the plan needs no API key
+    # and does not start (or hash) the embedded model.
+    test = session.reliable_test(nodeid, data, task, spec,
+                                 user_model if priced else _not_resolved())
+    likely: LikelyPlan | None = None
+    worst: Sizes | None = None
     if spec.n is not None or settings.n != "auto":
         n = int(spec.n or (settings.n if isinstance(settings.n, int) else 10))
-        calls = instances * (n + k)
-        detail = f"{instances} instances x ({_resamplings(n)} + k={k}) = {calls}"
+        sizes = Sizes(n, n)
+        detail = f"{instances} instances x ({_resamplings(n)} + k={k}) = {instances * (n + k)}"
     else:
+        n_max = int(getattr(settings, "n_max", 1000))
         stored = stored_n_star(session, nodeid, dataset, spec, space, user_model)
         if stored is not None:
-            n = stored
-            calls = instances * (n + k)
-            detail = f"{instances} instances x ({_resamplings(n)} (stored n*) + k={k}) = {calls}"
+            n = min(stored, n_max)
+            sizes = Sizes(n, n)
+            capped = f", capped at --reliable-n-max={n_max}" if stored > n_max else ""
+            detail = (f"{instances} instances x ({_resamplings(n)} (stored n*{capped}) + k={k}) "
+                      f"= {instances * (n + k)}")
         else:
             n = int(settings.pilot_n)
-            calls = instances * (n + k)
-            detail = (f"{instances} instances x ({n} pilot resamplings + k={k}) = {calls}; the "
-                      "gate runs on the pilot's first n* resamplings")
-            n_max = getattr(settings, "n_max", None)
-            if n_max is not None:
+            reference = n if settings.reference_model else 0
+            sizes = Sizes(n, n, reference)
+            detail = (f"{instances} instances x ({n} pilot resamplings + k={k}) = "
+                      f"{instances * (n + k)}; the gate runs on the pilot's first n* resamplings")
+            if getattr(settings, "n_method", "bootstrap") == "bootstrap":
                 detail += (f"; a bootstrap n* may extend it up to --reliable-n-max={n_max} "
-                           f"({instances * (int(n_max) + k)} calls)")
+                           f"({instances * (n_max + k)} calls)")
+                likely = likely_plan(test, n, n_max, spec)
+                gate = min(likely.n_star, n_max)
+                sizes = Sizes(gate if reference else max(n, gate), gate, reference)
+                worst = Sizes(n_max if reference else max(n, n_max), n_max, reference)
             if settings.reference_model:
                 detail += "; the pilot runs on the reference model, then n* on the model under test"
             notes.append(f"figures below are at n = {n} (the pilot); the gate's n* is known "
                          "only after the pilot")
-    # Spend is estimated only with a price table (without one every model costs nothing, and the
-    # plan says nothing about money, as the run's table does not).
-    spend = (estimate_spend(session, nodeid, data, task, spec, n, user_model, user_baseline)
-             if session.settings.pricing_path is not None else None)
-    if getattr(spec, "baseline", None) is not None or getattr(spec, "max_regression", None) \
-            is not None:
-        detail += f"; the baseline model: {calls} more (none from a stored baseline report)"
-        calls *= 2
+    baseline = _baseline_model(session, test, user_baseline)
+    judge = judge_of(task)
+    pairwise = judge is not None and judge.pairwise
+    calls = sizes.calls(instances, k, baseline is not None, pairwise)
+    if baseline is not None:
+        on_baseline = instances * ((sizes.model if pairwise else sizes.gate) + k)
+        detail += f"; the baseline model {baseline.identity}: {on_baseline} more"
+    elif getattr(spec, "max_regression", None) is not None or getattr(spec, "baseline", None):
+        detail += "; the baseline: none (a stored baseline report makes no call)"
+    # Spend is estimated only with a price table (without one the plan says nothing about
+    # money, as the run's table does not).
+    spend: PlanSpend | None = None
+    usd_max: float | None = None
+    if priced:
+        spend = estimate_spend(session, test, sizes, baseline, k)
+        if worst is not None:
+            usd_max = spend.extrapolate(sizes, worst)
+    shifts = 0
     if getattr(spec, "circular", False):
         shifts = sum(len(task.options(example) or ()) for example in dataset)
         detail += (f"; circular=True: {shifts} cyclic shifts (the {instances} unshifted ones "
                    "are the canonical prompts, cached at temperature 0)")
         calls += shifts
+    if likely is not None:
+        likely = replace(likely, calls=calls, usd=None if spend is None else spend.total_usd)
     n_options = dataset_option_count(dataset)
     design, grouping = plan_design(spec, space, instances, n, n_options, decide)
     if spec.k > 1 and (spec.temperature or 0.0) == 0.0 and \
@@ -430,10 +548,119 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
     if grouping is not None and grouping.smallest_cells < getattr(spec, "min_cells", 20):
         notes.append(f"groups of about {grouping.smallest_cells:.0f} cells: thin "
                      f"(min_cells={spec.min_cells})")
-    judge_calls, judge_detail = judge_plan(task, calls)
+    judge_calls, judge_detail = judge_plan(
+        task, sizes.answers(instances, k, baseline is not None, pairwise))
+    calls_max = None
+    if worst is not None:
+        calls_max = worst.calls(instances, k, baseline is not None, pairwise) + shifts
     return TestPlan(nodeid, "reliable", instances, calls, detail, decide,
                     grouping.label if grouping else None, resolutions, notes,
-                    judge_calls, judge_detail, spend.as_dict() if spend is not None else None)
+                    judge_calls, judge_detail, spend.as_dict() if spend is not None else None,
+                    likely.as_dict() if likely is not None else None, calls_max, usd_max)
+
+
+def _never_called(prompt: str) -> str:
+    raise AssertionError("--reliable-plan called a model")  # pragma: no cover
+
+
+def _not_resolved() -> Any:
+    """Stands for the model under test in a plan without prices (it is never called)."""
+    from pytest_reliable.models.callables import text_model
+
+    return text_model(_never_called, id="(not resolved: no price table)")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How many resamplings each model of a reliable test runs (its canonical pass aside)."""
+
+    model: int
+    """On the model under test: the gate's, or a pilot's when the pilot runs on it and is
+    longer than the gate (its calls are paid all the same)."""
+    gate: int
+    """The gate's: what a baseline model answers too (a max_regression comparison)."""
+    reference: int = 0
+    """A ``--reliable-n auto`` pilot on another reference model (0: none)."""
+
+    def calls(self, instances: int, k: int, baseline: bool, pairwise: bool) -> int:
+        """Every call: the model's, the reference pilot's and a live baseline's (a pairwise
+        judge's baseline answers every cell the judge compares: the model's)."""
+        total = instances * (self.model + k)
+        if self.reference:
+            total += instances * (self.reference + k)
+        if baseline:
+            total += instances * ((self.model if pairwise else self.gate) + k)
+        return total
+
+    def answers(self, instances: int, k: int, baseline: bool, pairwise: bool) -> int:
+        """The answers a judge grades: every one of the models' (a pairwise judge compares the
+        model's with the baseline's, one comparison per cell)."""
+        if pairwise:
+            return instances * (self.model + k) + (
+                instances * (self.reference + k) if self.reference else 0)
+        return self.calls(instances, k, baseline, pairwise)
+
+
+@dataclass(frozen=True)
+class LikelyPlan:
+    """``--reliable-n auto`` without a stored n*: the n* the pilot is likely to find
+    (`stats.likely_n.likely_n_star`), and the calls and spend of the test at it."""
+
+    n_star: int
+    low: int
+    high: int
+    score: float
+    pilot_n: int
+    n_max: int
+    mode: str
+    calls: int = 0
+    usd: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"n_star": self.n_star, "low": self.low, "high": self.high, "score": self.score,
+                "pilot_n": self.pilot_n, "n_max": self.n_max, "mode": self.mode,
+                "calls": self.calls, "usd": self.usd}
+
+    @staticmethod
+    def describe(likely: Mapping[str, Any]) -> str:
+        n_star, n_max, pilot = int(likely["n_star"]), int(likely["n_max"]), int(likely["pilot_n"])
+        head = f"~{n_star}" if n_star <= n_max else f"~{n_star}, above the cap: {n_max} run"
+        if likely["low"] != likely["high"]:
+            head += (f" ({likely['low']}-{likely['high']} for 80% of simulated pilots, over "
+                     "the answer structures)")
+        run = ("the pilot's first n* resamplings gate" if min(n_star, n_max) <= pilot
+               else f"the pilot extends to {min(n_star, n_max)} resamplings")
+        usd = "" if likely.get("usd") is None else f", ~${likely['usd']:.4f}"
+        fixed = ("; a model whose score depends on the format varies more in fixed mode and "
+                 "needs more" if likely.get("mode") == "fixed" else "")
+        return (f"{head}: {run}, {likely['calls']} calls{usd} (an estimate, not a promise: "
+                "the bootstrap n* of simulated pilots of this design, for a model right "
+                f"{likely['score']:.0%} of the time whatever the format{fixed}; the pilot's "
+                "own answers decide)")
+
+
+def likely_plan(test: ReliableTest, pilot_n: int, n_max: int, spec: ReliableSpec) -> LikelyPlan:
+    """Simulate pilots of the test's own plan (which cells share one prompt, and so one answer)
+    and read the n* they give (`stats.likely_n`). The model is simulated at ``min_score``'s
+    limit when the test has one (a model near its limit is the one the gate must tell apart),
+    else at 0.5 (where 0/1 answers vary most)."""
+    import numpy as np
+
+    from pytest_reliable.evaluation import CANONICAL, plan_cells
+    from pytest_reliable.stats.likely_n import likely_n_star
+
+    cells = [c for c in plan_cells(test.dataset, test.task, test.space,
+                                   replace(test.evaluation(), n=pilot_n))
+             if c.resampling != CANONICAL]
+    ids: dict[tuple[Any, ...], int] = {}
+    answer_ids = np.array([ids.setdefault((c.instance, c.request.messages, c.request.params,
+                                           c.request.sample_index), len(ids)) for c in cells],
+                          dtype=np.int64).reshape(pilot_n, len(test.dataset))
+    limit = getattr(spec, "min_score", None)
+    found = likely_n_star(answer_ids, eps=spec.eps, delta=spec.delta, n_max=n_max,
+                          score=0.5 if limit is None else float(limit))
+    return LikelyPlan(found.n_star, found.low, found.high, found.score, pilot_n, n_max,
+                      spec.mode)
 
 
 def _resamplings(n: int) -> str:
@@ -453,6 +680,7 @@ def stored_n_star(session: ReliableSession, nodeid: str, dataset: Dataset, spec:
             nodeid=nodeid, space_hash=space.hash, dataset_hash=dataset.hash,
             reference_model=reference.identity, mode=spec.mode, eps=spec.eps,
             delta=spec.delta, seed=settings.seed, pilot_n=settings.pilot_n,
+            n_star_method=settings.n_method, n_max=settings.n_max,  # the run's key exactly
         )
         stored = session.nstar_store.get(key)
     except (TypeError, ValueError, OSError, ReliableError):
@@ -462,22 +690,102 @@ def stored_n_star(session: ReliableSession, nodeid: str, dataset: Dataset, spec:
 
 
 def plan_checklist(session: ReliableSession, nodeid: str, data: Records, task: Task,
-                   spec: ChecklistSpec) -> TestPlan:
-    """A CheckList test's calls: its examples and their perturbed copies (at most)."""
+                   spec: ChecklistSpec, user_model: Any = None) -> TestPlan:
+    """A CheckList test's calls (its examples and their perturbed copies, drawn as the run draws
+    them), their spend with a price table, and what each rate threshold can resolve at this
+    size."""
+    from pytest_reliable.checklist.run import planned_checklist
+    from pytest_reliable.sampling import derive_seed
+
     dataset = session.dataset(data)
     task.validate(dataset)
     instances = len(dataset)
+    planned = planned_checklist(spec, list(dataset),
+                                seed=derive_seed(session.settings.seed, nodeid))
+    calls = planned.predictions
     if spec.kind == "mft":
-        calls = instances
         detail = f"{instances} examples = {calls}"
     else:
         per = len(spec.perturb)
-        calls = instances * (1 + per)
-        detail = (f"{instances} examples + their perturbed copies: at most {calls} "
-                  f"({per} perturbation{'s' if per != 1 else ''}; some may not apply)")
+        copies, originals = sum(planned.sizes), sum(1 for size in planned.sizes if size)
+        detail = (f"{instances} examples + their perturbed copies: at most "
+                  f"{instances * (1 + per)} ({per} perturbation{'s' if per != 1 else ''}); as "
+                  f"drawn: {originals} examples with {copies} perturbed copies = {calls}")
+    decide = spec.decide or getattr(session.settings, "decide", None) or DEFAULT_POLICY
+    limits = {name: limit for name, limit in spec.thresholds.items() if limit is not None}
+    resolutions = [resolve_checklist(name, float(limit), planned.sizes, decide, spec.confidence,
+                                     len(limits))
+                   for name, limit in limits.items()]
+    spend = (checklist_spend(session, task, spec, planned.batches, user_model)
+             if session.settings.pricing_path is not None else None)
     judge_calls, judge_detail = judge_plan(task, calls)
-    return TestPlan(nodeid, spec.kind, instances, calls, detail,
-                    judge_calls=judge_calls, judge_detail=judge_detail)
+    return TestPlan(nodeid, spec.kind, instances, calls, detail, decide,
+                    resolutions=resolutions, judge_calls=judge_calls, judge_detail=judge_detail,
+                    cost=spend.as_dict() if spend is not None else None)
+
+
+def resolve_checklist(name: str, limit: float, sizes: Sequence[int], decide: str,
+                      confidence: float, thresholds: int = 1) -> Resolution:
+    """What a CheckList rate (``max_flip_rate``, ``max_fail_rate``, ``min_pass``) can resolve
+    over the pairs ``sizes`` gives per example, as `gate.checklist_thresholds` decides it.
+
+    A limit of 0 on a flip or fail rate (1 on ``min_pass``) is decided exactly: it passes only
+    when no pair is bad. Its figure is the true rate at which that happens with 80% probability
+    (20% under fail-on-evidence), for independent pairs: pairs of one example that go together
+    make it likelier, so the figure is on the safe side. Other limits: a normal approximation
+    for a rate over examples with their pairs correlated (as the gate's bound, clustered by
+    example), at the assumed correlation, with the range over it."""
+    pairs = int(sum(sizes))
+    examples = sum(1 for size in sizes if size)
+    if pairs == 0:
+        return Resolution(name, limit, None, note="no example can be perturbed: the test fails")
+    is_max = name in CHECKLIST_MAX
+    if limit == (0.0 if is_max else 1.0):
+        target = 1 - POWER if decide == "fail-on-evidence" else POWER
+        good = target ** (1 / pairs)  # P(all pairs good) = good ** pairs
+        note = (f"decided exactly: only if none of the {pairs} "
+                f"{'pairs' if is_max else 'examples'} {'is bad' if is_max else 'fails'} "
+                "(taking them as independent)")
+        return Resolution(name, limit, 1 - good if is_max else good, note=note)
+    per_example = pairs / examples
+    design = Design(instances=examples, resamplings=1, confidence=confidence, decide=decide,
+                    hypotheses=max(thresholds, 1))
+    found = resolve_mean(name, limit, design,
+                         lambda p, rho: mean_se(p, examples, per_example, rho))
+    if per_example <= 1:  # one pair per example: independent trials, no correlation to range
+        return replace(found, low=None, high=None)
+    return replace(found, over="correlation of one example's pairs 0-1")
+
+
+def checklist_spend(session: ReliableSession, task: Task, spec: ChecklistSpec,
+                    batches: Sequence[Sequence[Any]], user_model: Any) -> PlanSpend:
+    """The estimated USD of a CheckList test's predictions (one prompt per example at the
+    space's canonical variant, temperature 0: a repeated prompt is one call) and of a judge's
+    calls on their answers."""
+    from pytest_reliable.evaluation import greedy_cells
+    from pytest_reliable.space import Space
+
+    space = session.space(spec.space) if spec.space is not None else Space.plain()
+    model = session.resolve_model(user_model)
+    cells = [(batch, greedy_cells(list(batch), task, space, spec.max_tokens))
+             for batch in batches]
+    priced = _price_cells(session, model, [cell for _, planned in cells for cell in planned])
+    spend = PlanSpend(usd=priced.usd, prompt_tokens=priced.prompt_tokens,
+                      completion_tokens=priced.completion_tokens,
+                      cached_usd_saved=priced.cached_usd_saved, calls=priced.calls,
+                      output_from="max_tokens" if priced.output_tokens is None else "cache mean",
+                      unpriced=[priced.unpriced] if priced.unpriced else [])
+    judged = _price_judge(session, task, [(batch[c.instance], c.request.params.max_tokens)
+                                          for batch, planned in cells for c in planned],
+                          priced.output_tokens)
+    if judged is not None:
+        spend.judge_usd = judged.usd
+        spend.prompt_tokens += judged.prompt_tokens
+        spend.completion_tokens += judged.completion_tokens
+        spend.calls += judged.calls
+        if judged.unpriced:
+            spend.unpriced.append(judged.unpriced)
+    return spend
 
 
 # -- money (SPEC section 13) ---------------------------------------------------------------------
@@ -491,10 +799,12 @@ class PlanSpend:
     (an upper bound). Answers already in the cache cost nothing now: their price is
     ``cached_usd_saved``. A judge's calls (SPEC section 12) are priced at most: one per answer
     and vote (two orders for a pairwise judge), the answer as long as the model's output
-    estimate, none known to be cached (they depend on the answers)."""
+    estimate, none known to be cached (they depend on the answers). A model the table does not
+    price (`pricing.unpriced`) counts no dollars and is named in ``unpriced``."""
 
     usd: float = 0.0
-    """The model under test's calls."""
+    """The model under test's calls (and a ``--reliable-n auto`` pilot's on a reference
+    model)."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_usd_saved: float = 0.0
@@ -505,14 +815,34 @@ class PlanSpend:
     """A baseline model's calls (the same requests on it), none from a stored report."""
     output_from: str = "max_tokens"
     """Where the output tokens came from: "max_tokens" or "cache mean"."""
+    unpriced: list[str] = field(default_factory=list)
+    """Models the price table does not price: their calls are counted, their dollars unknown."""
+    per_model_resampling: float = 0.0
+    per_gate_resampling: float = 0.0
+    """What one more resampling on the model under test (one more of the gate's, which a
+    baseline model answers too) would cost, judge included: read off the last resamplings
+    planned, to extrapolate to ``--reliable-n-max``."""
+
+    @property
+    def total_usd(self) -> float:
+        return self.usd + self.baseline_usd + self.judge_usd
+
+    def extrapolate(self, sizes: Sizes, worst: Sizes) -> float:
+        """The most the test may cost at ``worst`` (every n* at ``--reliable-n-max``): what
+        ``sizes`` costs, plus each extra resampling at what the last ones planned cost (at
+        temperature 0 a small space's prompts repeat: a later resampling is mostly cached)."""
+        return (self.total_usd
+                + max(0, worst.model - sizes.model) * self.per_model_resampling
+                + max(0, worst.gate - sizes.gate) * self.per_gate_resampling)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"usd": round(self.usd + self.baseline_usd + self.judge_usd, 6),
+        return {"usd": round(self.total_usd, 6),
                 "model_usd": round(self.usd, 6), "baseline_usd": round(self.baseline_usd, 6),
                 "judge_usd": round(self.judge_usd, 6), "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
                 "cached_usd_saved": round(self.cached_usd_saved, 6), "estimated": True,
-                "calls": self.calls, "output_from": self.output_from}
+                "calls": self.calls, "output_from": self.output_from,
+                "unpriced_models": sorted(set(self.unpriced))}
 
     @staticmethod
     def add(costs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -524,6 +854,8 @@ class PlanSpend:
                 total[name] += cost.get(name) or 0
         total["estimated"] = True
         total["output_from"] = ", ".join(sorted({str(c.get("output_from")) for c in costs}))
+        total["unpriced_models"] = sorted({str(m) for c in costs
+                                           for m in c.get("unpriced_models") or ()})
         return total
 
     @staticmethod
@@ -534,6 +866,9 @@ class PlanSpend:
                 f"{cost['completion_tokens']} output tokens (output from {cost['output_from']})")
         if cost.get("cached_usd_saved"):
             text += f"; the cache saves ${cost['cached_usd_saved']:.4f}"
+        if cost.get("unpriced_models"):
+            text += (f"; no price for {', '.join(cost['unpriced_models'])}: its calls are "
+                     "not in the dollars")
         return text
 
 
@@ -548,59 +883,107 @@ class _Priced:
     calls: int = 0
     output_tokens: float | None = None
     """The output estimate of one answer (the cache's mean; None: each request's max_tokens)."""
+    tail: float = 0.0
+    """USD per resampling over the last quarter of the resamplings priced (first-seen requests
+    only: what one more resampling would cost)."""
+    unpriced: str | None = None
 
 
-def estimate_spend(session: ReliableSession, nodeid: str, data: Records, task: Task,
-                   spec: ReliableSpec, n: int, user_model: Any = None,
-                   user_baseline: Any = None) -> PlanSpend:
-    """Render the first ``n`` resamplings and the canonical pass of the test (as the run would),
-    and price the distinct requests the cache does not hold: on the model under test, on a
-    baseline model when the test compares with one, and a judge's calls on the answers."""
-    from dataclasses import replace
+def estimate_spend(session: ReliableSession, test: ReliableTest, sizes: Sizes,
+                   baseline: Any, k: int) -> PlanSpend:
+    """Render the test's resamplings and canonical pass on each model that runs them (as the run
+    would: ``sizes``), and price the distinct requests the cache does not hold: on the model
+    under test (and a reference model's pilot), on a live baseline model, and a judge's calls
+    on the answers."""
+    from pytest_reliable.judge import judge_of
 
-    from pytest_reliable.evaluation import plan_cells
+    rendered: dict[int, list[Any]] = {}
 
-    test = session.reliable_test(nodeid, data, task, spec, user_model)
-    cells = plan_cells(test.dataset, task, test.space, replace(test.evaluation(), n=n))
-    requests = [cell.request for cell in cells]
-    model = _price_requests(session, test.model, requests)
+    def cells(n: int) -> list[Any]:
+        if n not in rendered:
+            from pytest_reliable.evaluation import plan_cells
+
+            rendered[n] = plan_cells(test.dataset, test.task, test.space,
+                                     replace(test.evaluation(), n=n))
+        return rendered[n]
+
+    judge = judge_of(test.task)
+    pairwise = judge is not None and judge.pairwise
+    instances = len(test.dataset)
+    model = _price_cells(session, test.model, cells(sizes.model))
     spend = PlanSpend(output_from="max_tokens" if model.output_tokens is None else "cache mean")
     shares = [model]
-    spend.usd = model.usd
-    baseline = _baseline_model(session, test, user_baseline)
+    answered = list(cells(sizes.model))
+    spend.usd, spend.per_model_resampling = model.usd, model.tail
+    if sizes.reference:
+        reference = session.model_named(session.settings.reference_model)
+        pilot = _price_cells(session, reference, cells(sizes.reference))
+        spend.usd += pilot.usd
+        shares.append(pilot)
+        answered += cells(sizes.reference)
     if baseline is not None:
-        priced = _price_requests(session, baseline, requests)
+        on_baseline = cells(sizes.model if pairwise else sizes.gate)
+        priced = _price_cells(session, baseline, on_baseline)
         spend.baseline_usd = priced.usd
+        if pairwise:  # it answers every cell the judge compares: the model's
+            spend.per_model_resampling += priced.tail
+        else:  # the gate's resamplings, and its answers are judged too
+            spend.per_gate_resampling += priced.tail
+            answered += on_baseline
         shares.append(priced)
-    judged = _price_judge(session, task, [(test.dataset[c.instance], c.request.params.max_tokens)
-                                          for c in cells], model.output_tokens)
+    judged = _price_judge(session, test.task, [(test.dataset[c.instance],
+                                                c.request.params.max_tokens) for c in answered],
+                          model.output_tokens)
     if judged is not None:
         spend.judge_usd = judged.usd
+        per_resampling = judged.usd / max(len(answered), 1) * instances
+        spend.per_model_resampling += per_resampling
+        if baseline is not None and not pairwise:
+            spend.per_gate_resampling += per_resampling
         shares.append(judged)
     for share in shares:
         spend.prompt_tokens += share.prompt_tokens
         spend.completion_tokens += share.completion_tokens
         spend.cached_usd_saved += share.cached_usd_saved
         spend.calls += share.calls
+        if share.unpriced is not None:
+            spend.unpriced.append(share.unpriced)
     return spend
 
 
-def _price_requests(session: ReliableSession, model: Any, requests: Sequence[Any]) -> _Priced:
-    """The distinct ``requests`` on ``model``: those the cache holds are saved, the others
-    priced (output at the cache's mean for the model, else at ``max_tokens``)."""
+def _plan_price(session: ReliableSession, model: Any) -> Price:
+    """The model's price; one without a price (even under a USD budget, where the run stops
+    before calling it) counts no dollars here and is named."""
+    from pytest_reliable.pricing import PricingError, unpriced
+
+    try:
+        return session.price_of(model)
+    except PricingError:
+        return unpriced(model.identity)
+
+
+def _price_cells(session: ReliableSession, model: Any, cells: Sequence[Any]) -> _Priced:
+    """The distinct requests of ``cells`` on ``model``: those the cache holds are saved, the
+    others priced (output at the cache's mean for the model, else at ``max_tokens``)."""
     from pytest_reliable.cache import cache_key
+    from pytest_reliable.evaluation import CANONICAL
     from pytest_reliable.pricing import call_cost, estimate_tokens, prompt_text
 
-    price = session.price_of(model)
-    keyed = {cache_key(model.identity, r.messages, r.params, r.sample_index, r.scope): r
-             for r in requests}
+    price = _plan_price(session, model)
+    keyed: dict[str, Any] = {}
+    for cell in cells:
+        r = cell.request
+        keyed.setdefault(cache_key(model.identity, r.messages, r.params, r.sample_index,
+                                   r.scope), cell)
     hits: dict[str, Any] = {}
-    priced = _Priced()
+    priced = _Priced(unpriced=price.unknown_for)
     if session.has_stored_answers():  # a plan never creates the cache file
         store = session.cache
         hits = dict(store.get_many(list(keyed))) if store.reads else {}
         priced.output_tokens = store.mean_completion_tokens(model.identity)
-    for key, request in keyed.items():
+    by_resampling: dict[int, float] = {}
+    for key, cell in keyed.items():
+        request = cell.request
         if key in hits:
             priced.cached_usd_saved += call_cost(price, request.messages, hits[key]).usd
             continue
@@ -610,7 +993,14 @@ def _price_requests(session: ReliableSession, model: Any, requests: Sequence[Any
         priced.calls += 1
         priced.prompt_tokens += prompt
         priced.completion_tokens += output
-        priced.usd += price.usd(prompt, output)
+        usd = price.usd(prompt, output)
+        priced.usd += usd
+        if cell.resampling != CANONICAL:
+            by_resampling[cell.resampling] = by_resampling.get(cell.resampling, 0.0) + usd
+    resamplings = 1 + max((c.resampling for c in cells if c.resampling != CANONICAL), default=-1)
+    if resamplings:
+        last = range(resamplings - max(1, resamplings // 4), resamplings)
+        priced.tail = sum(by_resampling.get(r, 0.0) for r in last) / len(last)
     return priced
 
 
@@ -627,7 +1017,12 @@ def _baseline_model(session: ReliableSession, test: Any, user_baseline: Any) -> 
         return None  # the run says what is wrong with the comparison; the plan prices none
     if choice is None or choice.kind == "report":
         return None
-    return session.baseline_model(choice)
+    try:
+        return session.baseline_model(choice)
+    except ReliableError:  # e.g. no API key here: its calls are counted, priced by its name
+        from pytest_reliable.models.callables import text_model
+
+        return text_model(_never_called, id=choice.name or "the reliable_baseline fixture's")
 
 
 def _price_judge(session: ReliableSession, task: Task, answered: Sequence[tuple[Any, int]],
@@ -642,10 +1037,10 @@ def _price_judge(session: ReliableSession, task: Task, answered: Sequence[tuple[
     judge_model = session.judge_model(task)
     if judge is None or judge_model is None:
         return None
-    price = session.price_of(judge_model)
+    price = _plan_price(session, judge_model)
     references = getattr(task, "references", None)
     per_answer = judge.votes * (2 if judge.pairwise else 1)
-    priced = _Priced()
+    priced = _Priced(unpriced=price.unknown_for)
     for example, max_tokens in answered:
         length = round(answer_tokens) if answer_tokens is not None else max_tokens
         answer = "x" * (min(length, max_tokens) * CHARS_PER_TOKEN)

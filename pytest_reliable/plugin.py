@@ -49,6 +49,7 @@ from pytest_reliable._plugin_markers import (
 from pytest_reliable._plugin_options import add_options
 from pytest_reliable._plugin_outcome import outcome_of
 from pytest_reliable._plugin_plan import PlanHooks
+from pytest_reliable._plugin_prices import PricePass, in_price_pass
 from pytest_reliable._plugin_progress import ProgressLine
 from pytest_reliable._plugin_state import (
     ERRORS_KEY,
@@ -103,6 +104,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(PlanHooks(), "reliable-plan")
     elif state.settings.batch:
         config.pluginmanager.register(FirstRoundHooks(state), "reliable-first-round")
+    if state.settings.budget_usd is not None and not state.settings.plan:
+        config.pluginmanager.register(PricePass(state), "reliable-price-pass")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(state.settings.seed, state.settings.run_id),
                                       "reliable-xdist")
@@ -248,7 +251,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
     """Results travel on the test report (to the xdist controller) and as JUnit properties."""
     report = yield
-    if GATHERING_KEY in item.stash:  # --reliable-batch's planning pass: a report nobody logs
+    if GATHERING_KEY in item.stash or in_price_pass(item):  # a pass's report: nobody logs it
         return report
     if report.when == "call" or (report.when == "setup" and report.failed):
         entries: list[Entry] = [*item.stash.get(ERRORS_KEY, [])]

@@ -690,9 +690,7 @@ class Runner:
         counts as saved."""
         self.stats.cached += 1
         if self.price is not None and response is not None:
-            cost = call_cost(self.price, req.messages, response)
-            self.stats.spend.cached_usd_saved += cost.usd
-            self.stats.spend.estimated |= cost.estimated
+            self.stats.spend.save(call_cost(self.price, req.messages, response))
 
     def _count_failure(self, status: str) -> None:
         if status == "not_run":
@@ -889,9 +887,7 @@ class Runner:
     def _count_paid(self, req: Request, response: ModelResponse) -> None:
         """Count a call made: its price, its tokens."""
         if self.price is not None:
-            cost = call_cost(self.price, req.messages, response)
-            self.stats.spend.add(Spend(cost.usd, cost.prompt_tokens, cost.completion_tokens,
-                                       0.0, cost.estimated))
+            self.stats.spend.pay(call_cost(self.price, req.messages, response))
         self.stats.made += 1
         if USAGE_IGNORED in response.extra and self.stats.usage_ignored is None:
             self.stats.usage_ignored = str(response.extra[USAGE_IGNORED])

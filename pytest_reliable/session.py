@@ -53,7 +53,16 @@ from pytest_reliable.models.callables import as_async_model, run_scoped
 from pytest_reliable.models.identity import ProjectModules
 from pytest_reliable.models.named import NamedModel
 from pytest_reliable.nstar_store import NStarEntries, NStarKey, NStarStore
-from pytest_reliable.pricing import FREE, Price, PriceTable, PricingError, Spend, is_embedded
+from pytest_reliable.pricing import (
+    FREE,
+    Price,
+    PriceTable,
+    PricingError,
+    Spend,
+    calls_an_api,
+    is_embedded,
+    unpriced,
+)
 from pytest_reliable.pricing import model_names as pricing_names
 from pytest_reliable.results import ChecklistReport, ReliableReport
 from pytest_reliable.run_strategies import AutoN, FixedN, GateRun, RunStrategy, StopEarly
@@ -190,8 +199,9 @@ class ReliableSession:
 
     def price_of(self, model: AsyncModel) -> Price:
         """What ``model``'s calls cost: the embedded model nothing, others their entry in the
-        price table, nothing without one, except under a USD budget, where a model without a
-        price is an error before its first call."""
+        price table. Without an entry: under a USD budget an error before its first call;
+        otherwise a user's callable costs nothing (SPEC section 13) and a model called over an
+        API costs what nobody knows (`pricing.unpriced`: its spend is reported as unknown)."""
         if is_embedded(model):
             return FREE
         table = self.price_table
@@ -200,7 +210,50 @@ class ReliableSession:
             return price
         if self.settings.budget_usd is not None:
             raise PricingError(unpriced_message(self.settings, model.identity))
-        return FREE
+        return unpriced(model.identity) if calls_an_api(model) else FREE
+
+    def check_prices(self, models: Sequence[AsyncModel | None]) -> None:
+        """Under a USD budget, every one of ``models`` (the models one test will call) has a
+        price, or `PricingError` names each one that has none, before any of them is called."""
+        if self.settings.budget_usd is None:
+            return
+        missing: dict[str, None] = {}
+        for model in models:
+            if model is None:
+                continue
+            try:
+                self.price_of(model)
+            except PricingError:
+                missing[model.identity] = None
+        if missing:
+            raise PricingError(unpriced_message(self.settings, *missing))
+
+    def reliable_models(self, test: ReliableTest, user_baseline: Any) -> list[AsyncModel]:
+        """Every model `run_reliable` calls for ``test``: the model under test, the pilot's
+        reference model (``--reliable-n auto``), the judge's, and a baseline model (live, not a
+        stored report; a pairwise judge's too). A comparison that cannot be made is the test's
+        own usage error, raised by `run_reliable`, not here."""
+        from pytest_reliable.baseline import BaselineUsageError
+
+        models = [test.model]
+        if test.spec.n is None and self.settings.n == "auto" and self.settings.reference_model:
+            models.append(self.model_named(self.settings.reference_model))
+        judge, judge_model = judge_of(test.task), self.judge_model(test.task)
+        if judge_model is not None:
+            models.append(judge_model)
+        try:
+            pairing = self.baseline_for(test, user_baseline,
+                                        pairwise=judge is not None and judge.pairwise)
+        except BaselineUsageError:
+            pairing = None
+        if pairing is not None and pairing.kind != "report":
+            models.append(self.baseline_model(pairing))
+        return models
+
+    def checklist_models(self, task: Task, user_model: Any) -> list[AsyncModel]:
+        """Every model `run_checklist` calls: the model under test and a judge's."""
+        return [self.resolve_model(user_model),
+                *[m for m in (self.judge_model(task),) if m is not None]]
 
     def close(self) -> None:
         models = list(self._models.values())
@@ -375,6 +428,9 @@ class ReliableSession:
         pairing = self.baseline_for(test, user_baseline,
                                     pairwise=judge is not None and judge.pairwise)
         against = self.pairwise_baseline(test, judge, pairing)
+        # Before the first call: a judge's or a baseline's model is called only after the
+        # model under test's answers, and must not find out then that it has no price.
+        self.check_prices(self.reliable_models(test, user_baseline))
 
         def judging() -> Judging:
             assert judge_model is not None
@@ -394,10 +450,13 @@ class ReliableSession:
         )
         summary = with_majority_at_k(summary, ran.matrix)
         circular = None
+        paid_apart: list[Spend] = []  # calls made outside the evaluator: paid all the same
         if spec.circular:
+            shifts = self.runner(test.model, nodeid)
             circular = run_circular(test.dataset, task, test.space, spec.max_tokens, nodeid,
-                                    self.runner(test.model, nodeid))
+                                    shifts)
             summary = replace(summary, circular=circular.score, circular_bound=circular.bound)
+            paid_apart.append(shifts.stats.spend)
         # A pairwise judge's matrix is the comparison itself (win values), not the candidate's.
         comparison = None if pairing is None or against is not None else (
             self.compare_with_baseline(
@@ -406,7 +465,8 @@ class ReliableSession:
             ))
         thresholds = _gate(test, summary, comparison)
         report = _reliable_report(test, ran, summary, thresholds, comparison,
-                                  evaluator.prompt_tokens(), evaluator.spend())
+                                  evaluator.prompt_tokens(),
+                                  Spend.total([evaluator.spend(), *paid_apart]))
         if judge is not None and judge_model is not None:
             calls = ran.matrix.judge_calls or Calls()
             report.judge = judge_entry(judge, judge_model.identity, ran.matrix.cells,
@@ -594,6 +654,7 @@ class ReliableSession:
         self._progress.pop(nodeid, None)
         dataset = self.dataset(data)
         task.validate(dataset)
+        self.check_prices(self.checklist_models(task, user_model))
         model = self.resolve_model(user_model)
         runner = self.runner(model, nodeid)
         judge_model = self.judge_model(task)
@@ -620,7 +681,8 @@ class ReliableSession:
             calls_made=calls.made,
             calls_cached=calls.cached,
             problems=calls.problems,
-            spend=Spend.total([runner.stats.spend]),
+            spend=Spend.total([runner.stats.spend]
+                              + ([] if judge_runner is None else [judge_runner.stats.spend])),
             run_scoped=run_scoped(model),
         )
 
@@ -705,8 +767,11 @@ def baseline_shadowed(first: str, report: Any) -> str:
             f"is {BASELINE_ORDER}; to compare with the stored report, {fix}")
 
 
-def unpriced_message(settings: Settings, identity: str) -> str:
-    """A model the run would call under a USD budget has no price (nothing was spent on it)."""
-    return (f"--reliable-budget {settings.budget_usd:g}usd: model {identity} has no price in "
-            f"{settings.pricing_path}: add it under models: (its name or a glob, with input and "
-            "output USD per million tokens), or drop the usd part of the budget")
+def unpriced_message(settings: Settings, *identities: str) -> str:
+    """Models the run would call under a USD budget have no price (nothing was spent on them)."""
+    names = ", ".join(identities)
+    which = f"model {names} has" if len(identities) == 1 else f"models {names} have"
+    return (f"--reliable-budget {settings.budget_usd:g}usd: {which} no price in "
+            f"{settings.pricing_path}: add "
+            f"{'it' if len(identities) == 1 else 'them'} under models: (its name or a glob, "
+            "with input and output USD per million tokens), or drop the usd part of the budget")

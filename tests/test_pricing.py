@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -11,13 +12,18 @@ from hypothesis import strategies as st
 from pytest_reliable.models.base import ModelResponse
 from pytest_reliable.pricing import (
     FREE,
+    MAX_PRICE,
     Price,
     PriceTable,
     PricingError,
     Spend,
+    _checked,
     call_cost,
+    calls_an_api,
     estimate_tokens,
     max_call_usd,
+    model_names,
+    unpriced,
 )
 from pytest_reliable.runner import Budget
 
@@ -104,4 +110,105 @@ def test_a_usd_budget_grants_what_fits_and_settles_to_the_real_cost() -> None:
 def test_spend_adds_up_and_is_the_json_cost() -> None:
     total = Spend.total([Spend(0.1, 10, 2), Spend(0.2, 5, 1, 0.05, True)])
     assert total.entry() == {"usd": pytest.approx(0.3), "prompt_tokens": 15,
-                             "completion_tokens": 3, "cached_usd_saved": 0.05, "estimated": True}
+                             "completion_tokens": 3, "cached_usd_saved": 0.05, "estimated": True,
+                             "priced": True, "unpriced_models": []}
+
+
+def test_an_unpriced_models_spend_is_unknown_not_zero() -> None:
+    """An API model without a price: its calls count their tokens but no dollars, and the
+    JSON says the dollars are unknown (null), which of them, and for which model."""
+    response = ModelResponse("ok", prompt_tokens=100, completion_tokens=10)
+    priced, nobody = Price(1.0, 2.0, 1.0), unpriced("openai:mystery@api.example.com")
+    spend = Spend()
+    spend.pay(call_cost(priced, (("user", "x"),), response))
+    spend.save(call_cost(priced, (("user", "x"),), response))
+    assert spend.entry()["priced"] is True
+    spend.pay(call_cost(nobody, (("user", "y"),), response))
+    entry = spend.entry()
+    assert entry["usd"] is None and entry["priced"] is False
+    assert entry["cached_usd_saved"] == pytest.approx(120 / 1e6)  # only paid ones are unknown
+    assert entry["unpriced_models"] == ["openai:mystery@api.example.com"]
+    assert entry["prompt_tokens"] == 200  # the tokens are known all the same
+    # served from the cache: what it saved is unknown, what was paid now is known
+    served = Spend()
+    served.save(call_cost(nobody, (("user", "y"),), response))
+    assert (served.entry()["usd"], served.entry()["cached_usd_saved"]) == (0.0, None)
+    # free by definition (the embedded model, a callable without a price) stays priced
+    free = Spend()
+    free.pay(call_cost(FREE, (("user", "y"),), response))
+    assert (free.entry()["usd"], free.entry()["priced"]) == (0.0, True)
+    assert not Spend.total([free, served]).priced
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("models: {m: {input: %s, output: 1}}" % ("9" * 400),
+     "models.m.input is 999999999999... (a number of 400 digits): above $10,000 per million"),
+    ("models: {m: {input: 1, output: 1.0e+308}}", "models.m.output is 1e+308: above $10,000"),
+    ("models: {m: {input: 1, output: 10000.5}}", "models.m.output is 10000.5: above $10,000"),
+    ("models: {m: {input: .inf, output: 1}}", "models.m.input is inf: give a finite number"),
+    ("models: {m: {input: 1, output: 1, cached_input: -.inf}}", "cached_input is -inf"),
+    ("models: {m: {input: 1e308, output: 1}}", "YAML read it as text"),
+    ("models: {m: {input: 1, output: 1, batch: 2}}",
+     "models.m.batch is 2: above 1, but the batch API is a discount"),
+    ("models: {m: {input: %s, output: 1}}" % ("9" * 5000), "cannot be read (Exceeds the limit"),
+])
+def test_an_absurd_price_is_refused_naming_the_file_model_and_field(
+    tmp_path: Path, text: str, said: str,
+) -> None:
+    with pytest.raises(PricingError) as error:
+        table(tmp_path, text)
+    assert said in str(error.value) and "prices.yaml" in str(error.value)
+
+
+@given(st.one_of(st.integers(min_value=-10, max_value=10**500), st.floats()))
+def test_every_accepted_price_keeps_a_ledger_finite(value: float) -> None:
+    """Whatever number a table holds, it is refused or it prices a million-token call at a
+    finite amount that a budget can compare (a NaN never passes as 'within budget')."""
+    try:
+        price = _checked("models.m.input", "input", value)
+    except PricingError:
+        assert not (0 <= value <= MAX_PRICE)  # NaN compares False: refused too
+        return
+    assert 0 <= price <= MAX_PRICE
+    assert math.isfinite(Price(price, price, price).usd(10**6, 10**6, 10**5))
+
+
+def test_a_judges_id_over_an_api_model_is_priced_by_the_api_name_too() -> None:
+    from pytest_reliable.models.callables import as_async_model
+    from pytest_reliable.models.openai_compat import OpenAICompatibleModel
+
+    api = OpenAICompatibleModel("gpt-4o-mini", "http://127.0.0.1:9/v1")
+    judged = as_async_model(api, id="my-judge-v2")
+    assert model_names(judged) == ["gpt-4o-mini", "my-judge-v2", "openai:gpt-4o-mini@127.0.0.1"]
+    assert calls_an_api(judged) and calls_an_api(api)
+    assert not calls_an_api(as_async_model(lambda prompt: "A"))
+
+
+def test_a_judges_calls_are_in_the_tests_spend(tmp_path: Path) -> None:
+    """The judge's calls are paid in this run: the JSON cost counts them (the ledger did, the
+    report did not), for a reliable test and for a CheckList one."""
+    import json
+
+    from pytest_reliable import Dataset, Generation, Judge, text_model
+    from pytest_reliable.markerspec import ChecklistSpec, ReliableSpec
+    from pytest_reliable.session import ReliableSession, Settings
+
+    pricing = tmp_path / "prices.yaml"
+    pricing.write_text(json.dumps({"models": {"cand": {"input": 0, "output": 0},
+                                              "judge": {"input": 1000, "output": 1000}}}))
+    session = ReliableSession(Settings(rootdir=tmp_path, no_cache=True, pricing_path=pricing))
+    data = Dataset.from_records([{"question": f"Q{i}?", "reference": "yes", "label": "yes"}
+                                 for i in range(3)])
+    judge = Judge(text_model(lambda prompt: "PASS", id="judge"), "says yes", votes=1)
+    candidate = text_model(lambda prompt: "yes", id="cand")
+    try:
+        report = session.run_reliable("t.py::t", data, Generation(grader=judge),
+                                      ReliableSpec(n=2), candidate)
+        checked = session.run_checklist("t.py::c", data, Generation(grader=judge),
+                                        ChecklistSpec(kind="mft", thresholds={"min_pass": 0.5}),
+                                        candidate)
+    finally:
+        session.close()
+    # the candidate is free: every dollar is the judge's, one call per distinct answer and vote
+    assert report.spend.usd > 0 and report.spend.prompt_tokens > 0
+    assert checked.spend.usd + checked.spend.cached_usd_saved > 0

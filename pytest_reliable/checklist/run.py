@@ -133,16 +133,22 @@ def _per_example(pairs: Sequence[_Pair], bad: Sequence[bool],
     return counts, sizes
 
 
+def _paired(examples: Sequence[Example], perturbations: Sequence[Any],
+            seed: int) -> tuple[list[_Pair], list[int]]:
+    """The pairs, and the examples that have a perturbed copy (the originals to predict)."""
+    pairs = _pairs(examples, [resolve_perturbation(p, kind="directional")
+                              if not isinstance(p, Perturbation) else p
+                              for p in perturbations], seed)
+    return pairs, sorted({pair.index for pair in pairs})
+
+
 def _run_pairs(examples: Sequence[Example], perturbations: Sequence[Perturbation],
                predict: Predict, seed: int,
                ) -> tuple[list[_Pair], dict[int, Prediction], list[Prediction], int]:
     examples = list(examples)
-    pairs = _pairs(examples, [resolve_perturbation(p, kind="directional")
-                              if not isinstance(p, Perturbation) else p
-                              for p in perturbations], seed)
+    pairs, originals = _paired(examples, perturbations, seed)
     if not pairs:
         return [], {}, [], 0
-    originals = sorted({pair.index for pair in pairs})
     before_list = _predict(predict, [examples[i] for i in originals])
     after = _predict(predict, [pair.example for pair in pairs])
     before = dict(zip(originals, before_list))
@@ -330,6 +336,37 @@ def run_mft(
     unparsed = sum(not p.parsed for p in predictions)
     return _result("mft", passed, [1] * len(examples), unparsed, failures,
                    {"min_pass": min_pass}, confidence, decide)
+
+
+@dataclass(frozen=True)
+class PlannedChecklist:
+    """What `run_marked` will ask ``predict``, known without calling it (``--reliable-plan``
+    counts and prices it): the batches of examples in order, and the pairs each example makes
+    (MFT: one per example; INV / DIR: its perturbed copies, 0 where no perturbation applies)."""
+
+    batches: list[list[Example]]
+    sizes: list[int]
+
+    @property
+    def predictions(self) -> int:
+        return sum(len(batch) for batch in self.batches)
+
+
+def planned_checklist(spec: ChecklistSpec, examples: Sequence[Example], *,
+                      seed: int) -> PlannedChecklist:
+    """The predictions of the CheckList test ``spec`` describes, with the perturbations drawn
+    exactly as `run_marked` draws them (the same seed): MFT predicts its examples; INV and DIR
+    the examples that have a perturbed copy, then the copies."""
+    examples = list(examples)
+    if spec.kind == "mft":
+        return PlannedChecklist([examples], [1] * len(examples))
+    perturb = [resolve_perturbation(p, kind=spec.kind) for p in spec.perturb]
+    pairs, originals = _paired(examples, perturb, seed)
+    sizes = [0] * len(examples)
+    for pair in pairs:
+        sizes[pair.index] += 1
+    batches = [[examples[i] for i in originals], [pair.example for pair in pairs]] if pairs else []
+    return PlannedChecklist(batches, sizes)
 
 
 def run_marked(

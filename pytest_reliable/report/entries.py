@@ -215,13 +215,19 @@ class PairwiseEntry(TypedDict):
 class CostEntry(TypedDict):
     """What a test's calls cost (SPEC section 13, `pricing.Spend`): ``usd`` paid in this run,
     the tokens of the calls made, ``cached_usd_saved`` (the original cost of the answers served
-    from the cache), ``estimated`` (some tokens were estimated: the model reported no usage)."""
+    from the cache), ``estimated`` (some tokens were estimated: the model reported no usage).
+    ``priced`` is false when a model called over an API has no price: its calls' cost is not
+    known, so ``usd`` (for calls paid now) or ``cached_usd_saved`` (for answers served) is null,
+    and ``unpriced_models`` names the models. The embedded model and a user's callable without
+    a price cost nothing by definition: they count 0 and stay ``priced``."""
 
-    usd: float
+    usd: float | None
     prompt_tokens: int
     completion_tokens: int
-    cached_usd_saved: float
+    cached_usd_saved: float | None
     estimated: bool
+    priced: bool
+    unpriced_models: list[str]
 
 
 class WorstVariantEntry(TypedDict):

@@ -57,18 +57,29 @@ def models_of(entries: Sequence[Entry]) -> list[str]:
 
 
 def total_cost(entries: Sequence[Entry]) -> dict[str, Any]:
-    """The ``cost`` of every test added up (an error entry has none)."""
+    """The ``cost`` of every test added up (an error entry has none). A sum with an unknown
+    part (a model without a price: the test's ``usd`` is null) is unknown: null, ``priced``
+    false, and ``unpriced_models`` names the models."""
     total: dict[str, Any] = {"usd": 0.0, "prompt_tokens": 0, "completion_tokens": 0,
-                             "cached_usd_saved": 0.0, "estimated": False}
+                             "cached_usd_saved": 0.0, "estimated": False, "priced": True,
+                             "unpriced_models": []}
+    unknown: set[str] = set()
+    unpriced: set[str] = set()
     for entry in entries:
         cost = entry.get("cost")
         if not isinstance(cost, dict):
             continue
+        for name in ("usd", "cached_usd_saved"):
+            if cost.get(name) is None and cost.get("priced") is False:
+                unknown.add(name)
         for name in ("usd", "prompt_tokens", "completion_tokens", "cached_usd_saved"):
             total[name] += cost.get(name) or 0
         total["estimated"] = bool(total["estimated"] or cost.get("estimated"))
-    total["usd"] = round(total["usd"], 6)
-    total["cached_usd_saved"] = round(total["cached_usd_saved"], 6)
+        unpriced.update(str(m) for m in cost.get("unpriced_models") or ())
+    for name in ("usd", "cached_usd_saved"):
+        total[name] = None if name in unknown else round(total[name], 6)
+    total["priced"] = not unpriced
+    total["unpriced_models"] = sorted(unpriced)
     return total
 
 

@@ -127,6 +127,8 @@ def test_without_a_price_table_nothing_is_charged(pytester: pytest.Pytester) -> 
     _, report = run_json(pytester, "--reliable-no-cache")
     assert all(entry["cost"]["usd"] == 0 for entry in report["tests"])
     assert report["cost"]["usd"] == 0
+    # a user's callable is free by definition: known to cost nothing
+    assert report["cost"]["priced"] is True and report["cost"]["unpriced_models"] == []
 
 
 @pytest.mark.parametrize(("pricing", "said"), [
@@ -175,7 +177,144 @@ def test_an_unpriced_model_fixture_under_a_usd_budget_stops_before_its_calls(
     result = pytester.runpytest_subprocess(f"--reliable-pricing={pricing}",
                                            "--reliable-budget=1usd", "-p", "no:randomly")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(["*model scripted-format-sensitive has no price in *"])
+    said = ["*model scripted-format-sensitive has no price in *; nothing was run.",
+            ("*scripted-format-sensitive: called by test_gate.py::test_passes, "
+             "test_gate.py::test_fails_on_worst_format")]
+    result.stdout.fnmatch_lines(said)
+    result.stderr.fnmatch_lines(said)
+
+
+# -- every model a run calls is priced before the first call ------------------------------------
+# A CheckList test module with its own model, a judge named in a test body: neither is known at
+# start-up, nor to the pytest-xdist controller (which never collects).
+CHECKLIST_MODULE = '''
+import pytest
+from pytest_reliable import Classification, openai_model
+
+@pytest.fixture
+def reliable_model():
+    return openai_model("unpriced-checker")
+
+@pytest.mark.invariance(perturb=["typos"], max_flip_rate=0.5)
+def test_inv(reliable):
+    data = [{"text": f"A fine review number {i}.", "label": "positive"} for i in range(6)]
+    reliable.invariance(data, Classification(labels=["positive", "negative"]))
+'''
+
+JUDGED_MODULE = '''
+import pytest
+from pytest_reliable import Generation, Judge, openai_model
+
+DATA = [{"question": f"Say yes {i}.", "reference": "yes"} for i in range(4)]
+
+@pytest.mark.reliable(n=2)
+def test_judged(reliable):
+    judge = Judge(openai_model("unpriced-judge"), "The answer says yes.", votes=1)
+    reliable.evaluate(DATA, Generation(grader=GRADER))
+'''
+
+
+def models_called(calls: list[str]) -> Any:
+    """The scripted model, recording which model each request named."""
+    def rule(messages: Any, params: dict[str, Any]) -> str:
+        calls.append(str(params.get("model")))
+        return right_option(messages, params) if "right answer" in str(messages) else "yes"
+    return rule
+
+
+@pytest.mark.parametrize("workers", [
+    (), pytest.param(("-n", "2"), marks=pytest.mark.slow, id="xdist")])
+def test_a_usd_budget_with_an_unpriced_checklist_model_stops_before_any_call(
+    pytester: pytest.Pytester, workers: tuple[str, ...],
+) -> None:
+    if workers:
+        pytest.importorskip("xdist")
+    pricing = write_gate(pytester)
+    pytester.makepyfile(test_inv=CHECKLIST_MODULE)
+    calls: list[str] = []
+    with ScriptedServer(models_called(calls)) as server:
+        result = pytester.runpytest_subprocess(*remote(server, pricing), "--reliable-budget=5usd",
+                                               "-p", "no:randomly", *workers)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert calls == []  # not one call, not even the priced gate's
+    result.stdout.fnmatch_lines([
+        "*--reliable-budget 5usd: model openai:unpriced-checker@127.0.0.1 has no price in *",
+        "*openai:unpriced-checker@127.0.0.1: called by test_inv.py::test_inv"])
+    out = result.stdout.str() + result.stderr.str()
+    assert "Interrupted" not in out and "Traceback" not in out and "INTERNALERROR" not in out
+
+
+def test_a_usd_budget_with_an_unpriced_judge_stops_before_any_call(
+    pytester: pytest.Pytester,
+) -> None:
+    pricing = write_gate(pytester)
+    pytester.makepyfile(test_judged=JUDGED_MODULE.replace("GRADER", "judge"))
+    calls: list[str] = []
+    with ScriptedServer(models_called(calls)) as server:
+        result = pytester.runpytest_subprocess(*remote(server, pricing), "--reliable-budget=5usd",
+                                               "-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert calls == []
+    result.stderr.fnmatch_lines(["*model openai:unpriced-judge@127.0.0.1 has no price in *",
+                                 "*called by test_judged.py::test_judged"])
+
+
+def test_a_model_found_only_in_a_later_call_fails_its_test_alone_without_calling_it(
+    pytester: pytest.Pytester,
+) -> None:
+    """What the price pass cannot see (a second evaluate with another judge): that test fails
+    before its judge's first call, cleanly; the other tests run; the run ends as a usage
+    error (exit code 4), not an interrupted one."""
+    pricing = write_gate(pytester)
+    pytester.makepyfile(test_judged=JUDGED_MODULE.replace(
+        "    reliable.evaluate(DATA, Generation(grader=GRADER))",
+        "    reliable.evaluate(DATA, Generation(grader='normalized'))\n"
+        "    reliable.evaluate(DATA, Generation(grader=judge))"))
+    calls: list[str] = []
+    with ScriptedServer(models_called(calls)) as server:
+        result, report = run_json(pytester, *remote(server, pricing), "--reliable-budget=5usd")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.assert_outcomes(passed=1, failed=1)
+    assert "unpriced-judge" not in calls and calls.count("scripted") > 0
+    result.stdout.fnmatch_lines(
+        [("*test_judged.py::test_judged: --reliable-budget 5usd: model "
+          "openai:unpriced-judge@127.0.0.1 has no price in *")])
+    out = result.stdout.str()
+    assert "Interrupted" not in out and "During handling" not in out
+    first, second = sorted((e for e in report["tests"] if e["nodeid"].endswith("test_judged")),
+                           key=lambda e: e["verdict"] == "error")
+    assert first["mean"] == 1.0 and second["verdict"] == "error" and second["mean"] is None
+    assert "unpriced-judge@127.0.0.1 has no price" in second["message"]
+
+
+@pytest.mark.parametrize("budget", ["5usd,0.0001usd", "100,200", "10calls,20calls"])
+def test_a_budget_that_limits_one_unit_twice_is_a_usage_error(
+    pytester: pytest.Pytester, budget: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    write_gate(pytester)
+    result = pytester.runpytest_subprocess(f"--reliable-budget={budget}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{budget!r} is not valid: it limits * twice*"])
+    monkeypatch.setenv("RELIABLE_BUDGET", budget)  # the environment's value, checked the same
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*RELIABLE_BUDGET*{budget!r} is not valid: it limits * twice*"])
+
+
+def test_an_api_model_without_a_price_has_an_unknown_spend_in_the_json(
+    pytester: pytest.Pytester,
+) -> None:
+    """Not $0.00: the JSON says the dollars are unknown and for which model. A callable
+    without a price costs nothing by definition (SPEC 13): see
+    test_without_a_price_table_nothing_is_charged."""
+    pricing = write_gate(pytester, pricing={"models": {"other-*": {"input": 1, "output": 2}}})
+    with ScriptedServer(right_option) as server:
+        result, report = run_json(pytester, *remote(server, pricing), "--reliable-no-cache")
+    result.assert_outcomes(passed=1)
+    for cost in (report["tests"][0]["cost"], report["cost"]):
+        assert cost["usd"] is None and cost["priced"] is False
+        assert cost["unpriced_models"] == ["openai:scripted@127.0.0.1"]
+        assert cost["prompt_tokens"] > 0  # the tokens are known; their price is not
 
 
 def test_the_plan_estimates_the_spend_per_test_and_in_total_and_the_run_stays_under_it(

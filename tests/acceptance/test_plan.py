@@ -124,6 +124,44 @@ def test_auto(reliable):
     ])
 
 
+def test_plan_prices_every_test_warns_over_the_budget_and_gives_the_likely_n_star(
+    project: pytest.Pytester,
+) -> None:
+    """SPEC 11 and 13: CheckList tests are priced and resolved too; an estimate above the USD
+    budget is a warning; under --reliable-n auto the likely n* stands beside the cap."""
+    project.makepyfile(test_auto=r'''
+import pytest
+from pytest_reliable import MultipleChoice
+
+@pytest.mark.reliable(space="wrappers", min_score=0.5)
+def test_auto(reliable):
+    data = [{"question": f"Q{i}?", "choices": ["a", "b"], "answer": 0} for i in range(20)]
+    reliable.evaluate(data, MultipleChoice())
+''')
+    pricing = project.path / "prices.yaml"
+    pricing.write_text("models:\n  must-not-be-called: {input: 100, output: 400}\n")
+    result = project.runpytest_subprocess(
+        "--reliable-plan", f"--reliable-pricing={pricing}", "--reliable-budget=0.5usd",
+        "--reliable-n", "auto", "--reliable-pilot-n", "30", "--reliable-n-max", "500",
+        "-p", "no:randomly")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([
+        "*test_auto.py::test_auto (reliable, pass-on-evidence)",
+        "*calls: 20 instances x (30 pilot resamplings + k=1) = 620; *",
+        "*likely n*: ~* calls, ~$* (an estimate, not a promise: *",
+        "*worst case: 10020 calls, at most ~$*",
+        "*spend: ~$* (at the likely n*)",
+        "*test_gate.py::test_inv (invariance)",
+        "*calls: 12 examples + their perturbed copies: at most 36 *",
+        "*spend: ~$* for * uncached calls*",
+        ("*max_flip_rate=0.1: passes on evidence with 80% probability only if the true flip "
+         "rate is <= 0.0*"),
+        ("total: * model calls planned over 4 tests (at the likely n*; at most * if every n* "
+         "reaches --reliable-n-max)*"),
+        "warning: the estimated spend ~$* exceeds --reliable-budget 0.5usd*",
+    ])
+
+
 @pytest.mark.slow
 def test_plan_under_xdist_reaches_the_controller(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
