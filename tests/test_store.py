@@ -22,7 +22,7 @@ import pytest
 from pytest_reliable.models.base import ModelResponse, SamplingParams
 from pytest_reliable.nstar_store import NStarEntry, NStarKey
 from pytest_reliable.runner import Request, Runner
-from pytest_reliable.store import LocalStore, Store, StoreUsageError
+from pytest_reliable.store import Claim, LocalStore, Store, StoreUsageError
 from pytest_reliable.testing.postgres import TemporaryPostgres
 
 KEY = NStarKey("t.py::test_a", "s" * 64, "d" * 64, "local:x", "ilr", 0.01, 0.1, 0, 100)
@@ -394,3 +394,241 @@ def test_a_pending_batch_id_outlives_the_process_that_sent_it(backend: Backend) 
     assert backend.open().pending_batch("model:0:abc") == "batch-8"
     later.forget_batch("model:0:abc")
     assert backend.open().pending_batch("model:0:abc") is None
+
+
+# -- durability: an answer counted as stored survives a crash right after -------------------------
+PUTTER = textwrap.dedent("""
+    import sys, threading
+    from pathlib import Path
+    from pytest_reliable.models.base import ModelResponse
+    kind, where = sys.argv[1], sys.argv[2]
+    if kind == "sqlite":
+        from pytest_reliable.store import LocalStore
+        store = LocalStore(Path(where))
+    else:
+        from pytest_reliable.store.postgres import PostgresStore
+        store = PostgresStore(where)
+    said = threading.Lock()
+
+    def put(thread):
+        for i in range(10**6):
+            key = f"t{thread}-{i}"
+            if store.put(key, ModelResponse(f"answer {key}")):
+                with said:  # acknowledged: the plugin counts it as stored now
+                    print(key, flush=True)
+
+    for thread in range(4):
+        threading.Thread(target=put, args=(thread,), daemon=True).start()
+    threading.Event().wait()
+""")
+
+
+def acknowledged_then_crash(backend: Backend, crash: Callable[[subprocess.Popen[str]], None],
+                            count: int = 300) -> set[str]:
+    """Start a process that puts answers from 4 threads and says each one once `put` returned;
+    crash (``crash(process)``) once ``count`` were said; the keys said."""
+    putter = subprocess.Popen([sys.executable, "-c", PUTTER, backend.kind, backend.where],
+                              stdout=subprocess.PIPE, text=True)
+    assert putter.stdout is not None
+    said = set()
+    try:
+        for line in putter.stdout:
+            said.add(line.strip())
+            if len(said) >= count:
+                break
+        crash(putter)
+    finally:
+        putter.kill()
+        putter.wait(30)
+    return said | {line.strip() for line in putter.stdout.read().splitlines() if line.strip()}
+
+
+def test_answers_acknowledged_survive_the_database_crashing_right_after(
+    postgres_server: TemporaryPostgres, postgres_url: str
+) -> None:
+    """``pg_ctl stop -m immediate`` (a crash: no checkpoint, no flush of what the server holds in
+    memory) the moment answers were acknowledged: after the restart none is missing."""
+    backend = Backend("postgresql", postgres_url, postgres_server)
+    backend.open().close()  # the schema, as a run's start-up makes it
+
+    def crash(putter: subprocess.Popen[str]) -> None:
+        postgres_server.stop_server("immediate")
+        putter.kill()
+
+    try:
+        said = acknowledged_then_crash(backend, crash)
+    finally:
+        postgres_server.start()
+    stored = {row[0] for row in postgres_server.execute(
+        postgres_url.rsplit("/", 1)[1], "SELECT key FROM reliable_answers")}
+    assert len(said) >= 300
+    assert said - stored == set(), f"{len(said - stored)} acknowledged answers were lost"
+
+
+def test_answers_acknowledged_survive_the_process_killed_right_after(tmp_path: Path) -> None:
+    backend = Backend("sqlite", str(tmp_path / "cache.sqlite"))
+    backend.open().close()
+    said = acknowledged_then_crash(backend, lambda putter: os.kill(putter.pid, signal.SIGKILL))
+    stored = {row.key for batch in backend.open("none").rows() for row in batch}
+    assert len(said) >= 300 and said - stored == set()
+
+
+def test_answers_put_together_share_one_commit(backend: Backend) -> None:
+    """A group commit: answers that arrive at once from several threads are written in fewer
+    transactions than answers, each thread returning once its own answer is committed."""
+    store = backend.open()
+    barrier = threading.Barrier(8)
+
+    def put(thread: int) -> None:
+        barrier.wait()
+        for i in range(25):
+            store.put(f"k{thread}-{i}", answer(f"{thread} {i}"))
+            assert store.get_many([f"k{thread}-{i}"])  # served, and written by now:
+            assert store.unstored == 0 or f"k{thread}-{i}" not in store._pending
+
+    threads = [threading.Thread(target=put, args=(t,)) for t in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert store.unstored == 0
+    assert backend.open().count() == 200
+    assert store.commits < 200
+
+
+# -- paid for once: the claim protocol's races ------------------------------------------------------
+def test_a_claim_is_held_until_its_answer_is_written(backend: Backend) -> None:
+    """The holder's database refused its answer (kept in memory): letting go of the claim then
+    would make the next claimer find nothing and pay again. The claim goes once it is written."""
+    from pytest_reliable.store import StoreUnavailable
+
+    holder, other = backend.open(), backend.open()
+    assert holder.claim("key").held
+
+    def refuse(rows: Any, *, replace: bool) -> None:
+        raise StoreUnavailable("disk full")
+
+    holder._write = refuse  # type: ignore[method-assign]
+    holder.put("key", answer("paid"))
+    assert holder.unstored == 1
+    holder.release("key")
+    claim = other.claim("key")
+    assert not claim.held and claim.answer is None  # still the holder's: the other one waits
+    del holder._write  # the database takes answers again
+    assert holder.flush() == 0
+    assert other.claim("key") == Claim(held=False, answer=answer("paid"))
+    assert eventually(lambda: other.claims.try_claim("key"))  # and the claim was let go
+    other.claims.release("key")
+
+
+def test_an_answer_stored_while_a_claim_is_taken_is_found(
+    postgres_server: TemporaryPostgres, postgres_url: str
+) -> None:
+    """The look for a stored answer must see an answer stored just before the claim was granted.
+    Here granting it takes 0.6 s on the server (a slowed pg_try_advisory_lock, found first on
+    the waiter's search path), and meanwhile the holder stores its answer and lets go: a look
+    whose snapshot predates the lock (one statement with it) misses it, and pays again."""
+    from pytest_reliable.store.postgres import PostgresStore
+
+    PostgresStore(postgres_url).close()  # the schema
+    dbname = database_of(postgres_url)
+    postgres_server.execute(dbname, "CREATE SCHEMA slow")
+    postgres_server.execute(
+        dbname, "CREATE FUNCTION slow.pg_try_advisory_lock(key bigint) RETURNS boolean "
+        "LANGUAGE plpgsql VOLATILE AS $$ BEGIN PERFORM pg_sleep(0.6); "
+        "RETURN pg_catalog.pg_try_advisory_lock(key); END $$")
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THEN_PAY, postgres_url],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    waiter = PostgresStore(f"{postgres_url}?options=-csearch_path%3Dpublic,slow,pg_catalog")
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout.readline().strip() == "held"
+        holder.stdin.write("go\n")
+        holder.stdin.flush()  # it stores its answer and lets go 0.2 s from now
+        claim = waiter.claim("key")
+        assert holder.stdout.readline().strip() == "paid"
+        assert claim == Claim(held=False, answer=answer("paid once"))
+    finally:
+        holder.kill()
+        holder.wait(10)
+        waiter.close()
+
+
+HOLD_THEN_PAY = textwrap.dedent("""
+    import sys, time
+    from pytest_reliable.models.base import ModelResponse
+    from pytest_reliable.store.postgres import PostgresStore
+    store = PostgresStore(sys.argv[1])
+    assert store.claim("key").held
+    print("held", flush=True)
+    sys.stdin.readline()
+    time.sleep(0.2)
+    store.put("key", ModelResponse("paid once"))
+    assert store.unstored == 0
+    store.release("key")
+    print("paid", flush=True)
+    time.sleep(60)
+""")
+
+
+def database_of(url: str) -> str:
+    return url.rsplit("/", 1)[1].split("?")[0]
+
+
+class Flaky:
+    """A model whose first ``failures`` attempts per prompt are refused with a Retry-After: its
+    calls take long with every attempt quick (the pauses are the server's)."""
+
+    identity = "flaky"
+    max_concurrency = None
+
+    def __init__(self, failures: int, retry_after: float = 1.0) -> None:
+        self.failures = failures
+        self.retry_after = retry_after
+        self.attempts: dict[str, int] = {}
+        self.answered: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.started = threading.Event()
+
+    async def acomplete(self, messages: Any, params: SamplingParams) -> ModelResponse:
+        from pytest_reliable.models.base import ModelCallError
+
+        prompt = messages[-1]["content"]
+        with self.lock:
+            self.attempts[prompt] = self.attempts.get(prompt, 0) + 1
+            refused = self.attempts[prompt] <= self.failures
+            if not refused:
+                self.answered[prompt] = self.answered.get(prompt, 0) + 1
+        self.started.set()
+        if refused:
+            raise ModelCallError("429 slow down", retryable=True, retry_after=self.retry_after)
+        return ModelResponse(f"answer to {prompt}")
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_a_claim_does_not_expire_while_its_holder_waits_out_a_retry(tmp_path: Path) -> None:
+    """The holder's call takes 2 s (two Retry-After pauses of 1 s) with a 0.2 s timeout and two
+    retries: a claim that expired after timeout x (retries + 1) = 0.6 s would be taken over by
+    the waiter while the holder still calls, and the key paid twice."""
+    backend = Backend("sqlite", str(tmp_path / "cache.sqlite"))
+    model = Flaky(failures=2)
+    request = [Request.of([("user", "the key")], SamplingParams())]
+    results: dict[str, Any] = {}
+
+    def run(name: str) -> None:
+        runner = Runner(model, backend.open(), timeout=0.2, max_retries=2, backoff_base=0.01,
+                        backoff_max=0.05)
+        results[name] = runner.run(request)[0]
+
+    holder = threading.Thread(target=run, args=("holder",))
+    holder.start()
+    assert model.started.wait(10)
+    run("waiter")
+    holder.join(30)
+    assert model.answered == {"the key": 1}
+    assert results["holder"].status == "ok" and not results["holder"].cached
+    assert results["waiter"].status == "ok" and results["waiter"].cached
+    for store in backend.handles:
+        store.close()

@@ -8,14 +8,22 @@ claim is only ever tried, never waited for here.
 
 Within one process the claims of a location are kept in one registry, so two handles on the same
 store (or two threads) exclude each other as two processes do.
+
+A claim may be taken over once its holder is deemed gone for good (`store.waits`): the waiter
+then claims the next *generation* of the name (`claim_name`), so the takeover is single-flight
+too. `Claims.holders` says who holds what (a host and pid where the backend can tell), for the
+waiters' messages and to expire every claim of a holder found unresponsive at once.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_reliable.files import sha256_hex
@@ -26,6 +34,36 @@ log = logging.getLogger("pytest_reliable.store")
 _registry_lock = threading.Lock()
 _held: set[tuple[str, str]] = set()
 """(location, name) of every claim this process holds."""
+
+
+def claim_name(name: str, generation: int = 0) -> str:
+    """The claim of ``name`` at ``generation``: 0 is the ordinary claim; a waiter that takes over
+    an expired claim claims generation 1 (and so on), so only one of the waiters does."""
+    return name if generation == 0 else f"{name}#takeover-{generation}"
+
+
+def this_host() -> str:
+    return socket.gethostname() or "localhost"
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a claim, as far as the backend can tell."""
+
+    ident: str
+    """Unique while the holder lives (a backend pid and its start, a pid on a host)."""
+    label: str
+    """For messages: ``host ci-2 pid 4242``, ``pid 4242 on this host``, ..."""
+    idle_s: float | None = None
+    """How long the holder has done nothing on its claims' connection (PostgreSQL), if known."""
+
+    def describe(self) -> str:
+        if self.idle_s is not None and self.idle_s >= 1:
+            return f"{self.label} (idle for {self.idle_s:.0f} s)"
+        return self.label
+
+
+THIS_PROCESS = Holder(f"pid:{os.getpid()}@{this_host()}", "another thread of this process")
 
 
 class Claims(ABC):
@@ -43,16 +81,22 @@ class Claims(ABC):
     @abstractmethod
     def _release(self, name: str) -> None: ...
 
-    def _acquire_checking(self, name: str) -> tuple[bool, bool | None]:
-        """`_acquire`, and whether an answer is stored under ``name`` when the backend can tell
-        in the same round trip (None: it cannot; the caller looks)."""
+    def _acquire_checking(self, name: str, key: str) -> tuple[bool, bool | None]:
+        """`_acquire`, and whether an answer is stored under ``key`` when the backend can tell
+        in the same round trip (None: it cannot; the caller looks). The look must see every
+        answer stored before the claim was granted: the holder stores, then lets go."""
         return self._acquire(name), None
+
+    def _holders(self, names: Sequence[str]) -> dict[str, Holder]:
+        """Who, in other processes, holds which of ``names`` (those it can tell)."""
+        return {}
 
     def try_claim(self, name: str) -> bool:
         return self.try_claim_checking(name)[0]
 
-    def try_claim_checking(self, name: str) -> tuple[bool, bool | None]:
-        """(held, answer stored under ``name``: True, False, or None when unknown)."""
+    def try_claim_checking(self, name: str, key: str | None = None) -> tuple[bool, bool | None]:
+        """(held, answer stored under ``key`` (default ``name``): True, False, or None when
+        unknown). Not held, the look still tells whether a waiter may stop waiting."""
         slot = (self.location, name)
         with _registry_lock:
             if slot in _held:
@@ -60,7 +104,7 @@ class Claims(ABC):
             _held.add(slot)
         stored: bool | None = None
         try:
-            acquired, stored = self._acquire_checking(name)
+            acquired, stored = self._acquire_checking(name, name if key is None else key)
         except StoreUnavailable as error:
             # Without the database a claim cannot be shared: call rather than wait for nobody.
             if self.degraded is None:
@@ -81,6 +125,19 @@ class Claims(ABC):
         finally:
             with _registry_lock:
                 _held.discard((self.location, name))
+
+    def holders(self, names: Sequence[str]) -> dict[str, Holder]:
+        """Who holds which of ``names``: this process's other threads, then what the backend
+        can tell of other processes. Never raises: a holder not found is unknown."""
+        with _registry_lock:
+            found = {name: THIS_PROCESS for name in names if (self.location, name) in _held}
+        rest = [name for name in names if name not in found]
+        if rest:
+            try:
+                found.update(self._holders(rest))
+            except (StoreUnavailable, OSError) as error:
+                log.debug("could not tell who holds claims of %s: %s", self.location, error)
+        return found
 
     def close(self) -> None:
         """Release what this handle still holds (its holder's end)."""
@@ -152,6 +209,16 @@ class FileClaims(Claims):
         except OSError as error:
             raise StoreUnavailable(f"claims file {self.path}: {error}") from None
 
+    def _holders(self, names: Sequence[str]) -> dict[str, Holder]:
+        from pytest_reliable.store.holders import describe_process, range_holders
+
+        offsets = {lock_offset(name): name for name in names}
+        found = {}
+        for offset, pid in range_holders(self.path, list(offsets)).items():
+            found[offsets[offset]] = Holder(f"pid:{pid}@{this_host()}",
+                                            f"{describe_process(pid)} on this host")
+        return found
+
     def close(self) -> None:
         if self._fd is None:
             return
@@ -176,4 +243,5 @@ def file_claims(path: Path) -> Claims:
     return FileClaims(path)
 
 
-__all__ = ["Claims", "FileClaims", "ProcessClaims", "file_claims", "lock_offset"]
+__all__ = ["Claims", "FileClaims", "Holder", "ProcessClaims", "claim_name", "file_claims",
+           "lock_offset", "this_host"]

@@ -169,8 +169,8 @@ def run_cache(args: argparse.Namespace) -> tuple[int, str]:
             copied = merge(list(args.inputs), args.output)
             added = sum(c.added for c in copied)
             conflicting = sum(c.conflicting for c in copied)
-            lines = [f"merged {len(copied)} files into {args.output}: {added} answers added, "
-                     f"{conflicting} conflicting (the first kept)"]
+            lines = [(f"merged {len(copied)} files into {args.output}: {added} answers added, "
+                     f"{conflicting} conflicting (the first kept)")]
             lines += [f"  {c.describe()}" for c in copied]
         elif action == "export":
             done = export(args.store, args.output)
