@@ -4,6 +4,7 @@ claims that die with their holder, answers kept through a failing database, vers
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -12,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +23,7 @@ import pytest
 
 from pytest_reliable.models.base import ModelResponse, SamplingParams
 from pytest_reliable.nstar_store import NStarEntry, NStarKey
-from pytest_reliable.runner import Request, Runner
+from pytest_reliable.runner import ProgressEvent, Request, Runner
 from pytest_reliable.store import Claim, LocalStore, Store, StoreUsageError
 from pytest_reliable.testing.postgres import TemporaryPostgres
 
@@ -39,13 +41,13 @@ class Backend:
     server: TemporaryPostgres | None = None
     handles: list[Store] = field(default_factory=list)
 
-    def open(self, record_mode: str = "new") -> Store:
+    def open(self, record_mode: str = "new", wait_timeout: float | None = None) -> Store:
         if self.kind == "sqlite":
-            store: Store = LocalStore(Path(self.where), record_mode)
+            store: Store = LocalStore(Path(self.where), record_mode, wait_timeout=wait_timeout)
         else:
             from pytest_reliable.store.postgres import PostgresStore
 
-            store = PostgresStore(self.where, record_mode, wait_s=1.0)
+            store = PostgresStore(self.where, record_mode, wait_s=1.0, wait_timeout=wait_timeout)
         self.handles.append(store)
         return store
 
@@ -632,3 +634,142 @@ def test_a_claim_does_not_expire_while_its_holder_waits_out_a_retry(tmp_path: Pa
     assert results["waiter"].status == "ok" and results["waiter"].cached
     for store in backend.handles:
         store.close()
+
+
+# -- waiting for other processes' claims: one deadline for the run, said while it lasts -----------
+HOLD_KEYS = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    kind, where, *names = sys.argv[1:]
+    if kind == "sqlite":
+        from pytest_reliable.store import LocalStore
+        store = LocalStore(Path(where))
+    else:
+        from pytest_reliable.store.postgres import PostgresStore
+        store = PostgresStore(where)
+    assert all(store.claims.try_claim(name) for name in names)
+    print("held", flush=True)
+    time.sleep(120)  # alive, holding, never answering: a frozen host, as its waiters see it
+""")
+
+
+@contextlib.contextmanager
+def frozen_holder(backend: Backend, names: list[str]) -> Iterator[int]:
+    """A process holding the claims ``names`` and doing nothing more; its pid."""
+    backend.open().close()  # the schema first
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_KEYS, backend.kind, backend.where,
+                               *names], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+class Counted:
+    """A model that answers at once and counts its answers per prompt."""
+
+    identity = "counted"
+    max_concurrency = None
+
+    def __init__(self) -> None:
+        self.answered: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    async def acomplete(self, messages: Any, params: SamplingParams) -> ModelResponse:
+        prompt = messages[-1]["content"]
+        with self.lock:
+            self.answered[prompt] = self.answered.get(prompt, 0) + 1
+        return ModelResponse(f"answer to {prompt}")
+
+    async def aclose(self) -> None:
+        pass
+
+
+def questions(count: int) -> list[Request]:
+    return [Request.of([("user", f"question {i}")], SamplingParams()) for i in range(count)]
+
+
+def test_a_frozen_holder_costs_one_patience_not_one_per_claim(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A holder that never answers: its first claim a waiter meets expires after the patience
+    (2 s here) and is taken over, by one waiter of two; every other claim it holds expires at
+    once, so four tests waiting on it one after the other cost one patience, not four."""
+    monkeypatch.setattr(Runner, "claim_patience", property(lambda self: 2.0))
+    model = Counted()
+    requests = questions(4)
+    keys = [Runner(model, None).key(r) for r in requests]
+    with frozen_holder(backend, keys) as pid, warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        store, other = backend.open(), backend.open()
+        began = time.monotonic()
+        both = [threading.Thread(target=lambda s=s: Runner(model, s).run(requests[:1]))
+                for s in (store, other)]
+        for thread in both:
+            thread.start()
+        for thread in both:
+            thread.join(30)
+        results = [Runner(model, store).run([r])[0] for r in requests[1:]]
+        took = time.monotonic() - began
+    assert model.answered == {f"question {i}": 1 for i in range(4)}  # the takeover: one waiter
+    assert all(r.status == "ok" for r in results)
+    assert 2.0 <= took < 7.0, took  # one patience (2 s) and a few looks, not 4 x 2 s
+    summaries = [str(w.message) for w in said if "expired without an answer" in str(w.message)]
+    assert summaries and all(f"pid {pid}" in text for text in summaries), summaries
+
+
+def test_the_run_waits_for_claims_until_its_deadline_then_says_who_holds_them(
+    backend: Backend,
+) -> None:
+    model = Counted()
+    requests = questions(2)
+    keys = [Runner(model, None).key(r) for r in requests]
+    with frozen_holder(backend, keys) as pid:
+        store = backend.open(wait_timeout=1.5)
+        began = time.monotonic()
+        first = Runner(model, store).run(requests[:1])[0]
+        waited = time.monotonic() - began
+        second = Runner(model, store).run(requests[1:])[0]
+        after = time.monotonic() - began - waited
+    assert model.answered == {}  # nothing paid: the holder may still answer them
+    assert 1.5 <= waited < 5.0 and after < 1.0  # the deadline is the run's, not each key's
+    for result in (first, second):
+        assert result.status == "error" and result.error is not None
+        assert "--reliable-wait-timeout 1.5 s for the whole run" in result.error
+    assert f"pid {pid}" in (first.error or "")
+
+
+def test_a_pilot_waits_within_the_runs_deadline(backend: Backend) -> None:
+    from pytest_reliable.store.waits import ClaimWaitTimeout
+
+    with frozen_holder(backend, [f"n*:{KEY.digest()}"]) as pid:
+        store = backend.open(wait_timeout=1.0)
+        with pytest.raises(ClaimWaitTimeout, match="n\\* pilot of t.py::test_a") as info:
+            with store.nstar.pilot(KEY):
+                pytest.fail("no pilot may run while another process holds its claim")
+    assert "--reliable-wait-timeout 1 s" in str(info.value) and f"pid {pid}" in str(info.value)
+
+
+def test_a_long_wait_says_what_it_waits_for_and_who_holds_it(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_reliable.store import waits
+    from pytest_reliable.store.claims import this_host
+
+    monkeypatch.setattr(waits, "FIRST_REPORT_S", 0.3)
+    monkeypatch.setattr(waits, "HOLDERS_EVERY_S", 0.2)
+    events: list[ProgressEvent] = []
+    model = Counted()
+    requests = questions(3)
+    keys = [Runner(model, None).key(r) for r in requests]
+    with frozen_holder(backend, keys) as pid:
+        store = backend.open(wait_timeout=2.0)
+        Runner(model, store, on_progress=events.append).run(requests)
+    said = [event.waiting for event in events if event.waiting]
+    assert len(said) == 1, said  # once per minute at most
+    assert "waiting for 3 answers other processes claimed" in said[0]
+    holder = f"host {this_host()} pid {pid}" if backend.kind == "postgresql" else f"pid {pid}"
+    assert f"{holder}" in said[0] and "(3)" in said[0], said[0]
+    assert "--reliable-wait-timeout 2 s" in said[0]

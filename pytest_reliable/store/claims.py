@@ -127,16 +127,16 @@ class Claims(ABC):
                 _held.discard((self.location, name))
 
     def holders(self, names: Sequence[str]) -> dict[str, Holder]:
-        """Who holds which of ``names``: this process's other threads, then what the backend
-        can tell of other processes. Never raises: a holder not found is unknown."""
+        """Who holds which of ``names``: what the backend can tell of other processes, else this
+        process when it holds one. Never raises: a holder not found is unknown."""
+        found: dict[str, Holder] = {}
+        try:
+            found.update(self._holders(names))
+        except (StoreUnavailable, OSError) as error:
+            log.debug("could not tell who holds claims of %s: %s", self.location, error)
         with _registry_lock:
-            found = {name: THIS_PROCESS for name in names if (self.location, name) in _held}
-        rest = [name for name in names if name not in found]
-        if rest:
-            try:
-                found.update(self._holders(rest))
-            except (StoreUnavailable, OSError) as error:
-                log.debug("could not tell who holds claims of %s: %s", self.location, error)
+            found.update({name: THIS_PROCESS for name in names
+                          if name not in found and (self.location, name) in _held})
         return found
 
     def close(self) -> None:

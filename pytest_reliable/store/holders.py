@@ -84,7 +84,8 @@ def describe_process(pid: int) -> str:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return f"pid {pid}"
-    command = " ".join(part.decode("utf-8", "replace") for part in raw.split(b"\0") if part)
+    command = " ".join(" ".join(part.decode("utf-8", "replace").split())
+                       for part in raw.split(b"\0") if part)
     if len(command) > 80:
         command = command[:77] + "..."
     return f"pid {pid}: {command}" if command else f"pid {pid}"

@@ -145,13 +145,17 @@ class ClaimWaits:
         self._look_up_holders()
         now = self.clock()
         with self._lock:
-            if self.deadline_s is not None and self._waited_locked(now) >= self.deadline_s:
-                return "deadline"
-            if wait.holder is not None and wait.holder.ident in self._frozen:
-                return "expired"
-            if wait.patience is not None and now - wait.started >= wait.patience:
-                return "expired"
-        return "waiting"
+            past_deadline = (self.deadline_s is not None
+                             and self._waited_locked(now) >= self.deadline_s)
+            if not past_deadline:
+                if wait.holder is not None and wait.holder.ident in self._frozen:
+                    return "expired"
+                if wait.patience is not None and now - wait.started >= wait.patience:
+                    return "expired"
+                return "waiting"
+        if wait.holder is None:  # the message names who holds it: looked up now
+            wait.holder = self.claims.holders([wait.name]).get(wait.name)
+        return "deadline"
 
     def _expired(self, wait: ClaimWait) -> None:
         if wait.holder is None:  # who let it expire: looked up now, so its other claims expire too
