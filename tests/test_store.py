@@ -746,9 +746,9 @@ def test_a_pilot_waits_within_the_runs_deadline(backend: Backend) -> None:
 
     with frozen_holder(backend, [f"n*:{KEY.digest()}"]) as pid:
         store = backend.open(wait_timeout=1.0)
-        with pytest.raises(ClaimWaitTimeout, match="n\\* pilot of t.py::test_a") as info:
-            with store.nstar.pilot(KEY):
-                pytest.fail("no pilot may run while another process holds its claim")
+        with pytest.raises(ClaimWaitTimeout, match="n\\* pilot of t.py::test_a") as info, \
+                store.nstar.pilot(KEY):
+            pytest.fail("no pilot may run while another process holds its claim")
     assert "--reliable-wait-timeout 1 s" in str(info.value) and f"pid {pid}" in str(info.value)
 
 
