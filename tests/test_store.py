@@ -25,7 +25,7 @@ from pytest_reliable.models.base import ModelResponse, SamplingParams
 from pytest_reliable.nstar_store import NStarEntry, NStarKey
 from pytest_reliable.runner import ProgressEvent, Request, Runner
 from pytest_reliable.store import Claim, LocalStore, Store, StoreUsageError
-from pytest_reliable.testing.postgres import TemporaryPostgres
+from pytest_reliable.testing.postgres import PASSWORD, TemporaryPostgres
 
 KEY = NStarKey("t.py::test_a", "s" * 64, "d" * 64, "local:x", "ilr", 0.01, 0.1, 0, 100)
 ENTRY = NStarEntry(n_star=12, reliable=True, achievable_eps=0.004, n_star_paper=9)
@@ -773,3 +773,119 @@ def test_a_long_wait_says_what_it_waits_for_and_who_holds_it(
     holder = f"host {this_host()} pid {pid}" if backend.kind == "postgresql" else f"pid {pid}"
     assert f"{holder}" in said[0] and "(3)" in said[0], said[0]
     assert "--reliable-wait-timeout 2 s" in said[0]
+
+
+# -- start-up: the schema the store writes, checked -------------------------------------------------
+def test_a_table_of_the_same_name_that_is_not_the_stores_stops_the_run(
+    postgres_server: TemporaryPostgres, postgres_url: str
+) -> None:
+    """Else the run passes its start-up check, then pays for every call and stores none."""
+    from pytest_reliable.store.postgres import PostgresStore
+
+    dbname = database_of(postgres_url)
+    postgres_server.execute(dbname, "CREATE TABLE reliable_answers (key TEXT PRIMARY KEY, "
+                                    "value TEXT)")
+    for mode in ("new", "none"):
+        with pytest.raises(StoreUsageError) as info:
+            PostgresStore(postgres_url, mode).close()
+        message = str(info.value)
+        assert "table reliable_answers in database" in message and "is not the store's" in message
+        assert "text bytea" in message and "key text, value text" in message
+        assert "a database of its own" in message and PASSWORD not in message
+    # all the store's columns, and one more it does not fill: found by the write tried at start-up
+    postgres_server.execute(dbname, "DROP TABLE reliable_answers")
+    PostgresStore(postgres_url).close()
+    postgres_server.execute(dbname, "ALTER TABLE reliable_answers ADD COLUMN owner TEXT NOT NULL")
+    with pytest.raises(StoreUsageError, match="table reliable_answers .* does not take the "
+                                              "store's rows .*owner"):
+        PostgresStore(postgres_url).close()
+
+
+def test_a_user_who_may_not_write_the_store_is_told_at_start_up(
+    postgres_server: TemporaryPostgres, postgres_url: str
+) -> None:
+    from pytest_reliable.store.postgres import PostgresStore
+
+    PostgresStore(postgres_url).close()  # made by its owner
+    dbname = database_of(postgres_url)
+    postgres_server.execute(dbname, "DROP ROLE IF EXISTS reader")
+    postgres_server.execute(dbname, "CREATE ROLE reader LOGIN PASSWORD 'reader-pw-5521'")
+    postgres_server.execute(dbname, "GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader")
+    url = postgres_url.replace(f"{postgres_server.user}:{PASSWORD}", "reader:reader-pw-5521")
+    with pytest.raises(StoreUsageError) as info:
+        PostgresStore(url).close()
+    message = str(info.value)
+    assert "user reader may not write table reliable_answers" in message, message
+    assert "GRANT SELECT, INSERT, UPDATE, DELETE ON reliable_answers" in message
+    assert "reader-pw-5521" not in message
+    PostgresStore(url, "none").close()  # replaying needs only SELECT
+    postgres_server.execute(dbname, "GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "
+                                    "public TO reader")
+    store = PostgresStore(url)
+    assert store.put("k", answer("stored by a user who may write rows, not tables"))
+    store.close()
+
+
+def test_a_local_cache_whose_responses_table_is_not_ours_is_refused(tmp_path: Path) -> None:
+    import sqlite3
+
+    from pytest_reliable.store import check_cache_path
+
+    path = tmp_path / "cache.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        db.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, body TEXT)")
+    db.close()
+    for mode in ("new", "none"):
+        with pytest.raises(StoreUsageError, match="text, logprobs, .* missing; it has key, body"):
+            check_cache_path(path, mode)
+
+
+# -- clocks: a host whose clock is wrong changes nothing --------------------------------------------
+def test_a_worker_whose_clock_is_ahead_keeps_the_runs_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker two days ahead opening the local ledger used to drop the rows it thought older
+    than a day, the run's own included: the budget started again from zero."""
+    from pytest_reliable.store import SqliteLedger, local
+
+    path = tmp_path / "budget.sqlite"
+    first = SqliteLedger(path, "run-1")
+    assert sum(first.reserve(10, None) for _ in range(6)) == 6
+    ahead = time.time() + 2 * 86400
+    monkeypatch.setattr(time, "time", lambda: ahead)
+    second = SqliteLedger(path, "run-1")  # another xdist worker of the run, its clock ahead
+    assert sum(second.reserve(10, None) for _ in range(6)) == 4  # 10 calls for the run, not 16
+    assert first.totals() == second.totals() == (10, 0, 2)
+    for ledger in (first, second):
+        ledger.close()
+    # only the oldest runs beyond the newest LEDGER_ROWS_KEPT go, by insertion order
+    monkeypatch.setattr(local, "LEDGER_ROWS_KEPT", 10)
+    for i in range(15):
+        later = SqliteLedger(path, f"later-{i}")
+        assert later.totals() == (0, 0, 0)
+        later.close()
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        kept = [row[0] for row in db.execute("SELECT run FROM budget ORDER BY rowid")]
+    db.close()
+    assert kept == [f"later-{i}" for i in range(5, 15)]
+
+
+def test_kept_reports_are_in_the_order_the_server_kept_them(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The history orders runs by when the store kept them: by the server's clock, so a host
+    whose clock is a day ahead does not put its run after the next ones."""
+    from pytest_reliable.store.postgres import PostgresStore
+
+    store = PostgresStore(postgres_url)
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 86400)
+    store.keep_report("run-1", "a", None, "m", None, '{"n": 1}')
+    monkeypatch.setattr(time, "time", real)
+    store.keep_report("run-2", "a", None, "m", None, '{"n": 2}')
+    assert store.kept_reports() == ['{"n": 1}', '{"n": 2}']
+    store.close()

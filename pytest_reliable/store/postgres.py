@@ -300,11 +300,16 @@ class PostgresStore(Store):
             return True
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-            conn.execute("CREATE TABLE IF NOT EXISTS reliable_meta "
-                         "(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            if conn.execute("SELECT to_regclass('reliable_meta')").fetchone()[0] is None:
+                conn.execute("CREATE TABLE reliable_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             version = self._stored_version(conn)
             self._check_version(version)
-            for step in range(version + 1, SCHEMA_VERSION + 1):
+            missing = [table for table in TABLES if conn.execute(
+                "SELECT to_regclass(%s)", (table,)).fetchone()[0] is None]
+            if version == SCHEMA_VERSION and not missing:
+                return True  # nothing to create: a user who may only write rows is enough
+            # the statements are idempotent: a table dropped by hand is made again
+            for step in range(1 if missing else version + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[step]:
                     conn.execute(statement)
             conn.execute(
