@@ -49,7 +49,7 @@ RETRY_MAX_S = 30.0
 """Backoff of writes (and reads) after the database failed: doubling from the first to the max."""
 WRITE_GROUP = 256
 """Answers written in one transaction at most (a group commit, or the backlog of a lost store)."""
-CHUNK_BYTES = 8 * 1024 * 1024
+CHUNK_BYTES = 4 * 1024 * 1024
 """``rows`` yields chunks of about this many bytes of answers (at least one row): a copy of a
 store of large answers holds a few chunks in memory, never the store."""
 CHUNK_ROWS = 500
@@ -179,8 +179,9 @@ def answer_row(key: Any, text: Any, logprobs: Any, prompt_tokens: Any, completio
     """An `AnswerRow` from a database's values, checked: `BadRow` (saying why) when its text is
     missing or not UTF-8; token counts, latency and dates that are not numbers are read as unknown
     (None, 0). Its JSON fields are checked where they are parsed (`checked`, `Store.get_many`)."""
-    if not isinstance(key, str) or not key:
-        raise BadRow("its key is not text")
+    key = _text_of(key, "key")
+    if not key:
+        raise BadRow("its key is empty")
     return AnswerRow(
         key=key,
         text=_text_of(text, "text"),

@@ -210,6 +210,8 @@ COLUMN_NAMES = tuple(COLUMNS.replace(" ", "").split(","))
 
 def _storable(text: str) -> str | bytes:
     """``text`` as sqlite can store it: bytes (utf-8, surrogatepass) when it is not valid UTF-8."""
+    if text.isascii():  # most answers: no copy made to find out
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -415,9 +415,11 @@ class PostgresStore(Store):
         return StoreUsageError(f"--reliable-store {self.location}: {where} {why}")
 
     # -- primitives ------------------------------------------------------------------------------
-    def _query(self, sql: str, params: Any = None, *, many: bool = False) -> list[tuple[Any, ...]]:
+    def _query(self, sql: str, params: Any = None, *, many: bool = False,
+               binary: bool = False) -> list[tuple[Any, ...]]:
         """One statement on a pooled connection (``many``: one per row of ``params``, in one
-        transaction); any failure is `StoreUnavailable`."""
+        transaction; ``binary``: results in binary, so answers come as they are stored, not
+        hex-encoded at twice their size); any failure is `StoreUnavailable`."""
         _in_store.active = True  # what the driver logs meanwhile is the store's (see below)
         try:
             with self._pool.connection() as conn:
@@ -425,7 +427,7 @@ class PostgresStore(Store):
                     with conn.transaction(), conn.cursor() as cursor:
                         cursor.executemany(sql, params)
                     return []
-                cursor = conn.execute(sql, params)
+                cursor = conn.execute(sql, params, binary=binary)
                 return list(cursor.fetchall()) if cursor.description else []
         except self._psycopg.Error as error:
             raise StoreUnavailable(f"{type(error).__name__}: {_one_line(error)}") from None
@@ -533,7 +535,7 @@ class PostgresStore(Store):
                     upto = key
                     break
             found = self._query(f"SELECT {COLUMNS} FROM reliable_answers WHERE key > %s AND "
-                                "key <= %s ORDER BY key", (last, upto))
+                                "key <= %s ORDER BY key", (last, upto), binary=True)
             last = upto
             chunk = []
             for values in found:
