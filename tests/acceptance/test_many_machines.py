@@ -304,3 +304,34 @@ def test_a_store_written_by_a_newer_plugin_stops_the_run(
     code, text = run_start(pytester, f"--reliable-store={postgres_url}")
     assert code == pytest.ExitCode.USAGE_ERROR, text
     assert "newer pytest-reliable" in text and "upgrade" in text and PASSWORD not in text
+
+
+def test_a_store_lost_for_good_is_reported_once_and_nothing_raw_follows_the_summary(
+    tmp_path: Path, postgres_server: TemporaryPostgres, postgres_url: str,
+) -> None:
+    """The server goes away mid-run and does not come back: the run finishes on the answers it
+    paid for, says once that they are kept in memory, and prints nothing of the driver's (the
+    pool's reconnection attempts) after its summary."""
+    calls = {"n": 0}
+
+    def store_dies(messages: Any, params: dict[str, Any]) -> str:
+        calls["n"] += 1
+        if calls["n"] == 6:
+            postgres_server.stop_server()
+        return right_option(messages, params)
+
+    try:
+        with ScriptedServer(store_dies) as server:
+            lost = project(tmp_path, "lost", GATE, count=10)
+            code, out = finish(start_host(lost, server, postgres_url, "--reliable-concurrency=2"))
+    finally:
+        postgres_server.start()
+    assert code == 0, out
+    assert out.count("kept in memory") == 1, out
+    summary_line = [i for i, line in enumerate(out.splitlines()) if " passed" in line][-1]
+    after = out.splitlines()[summary_line + 1:]
+    for line in after:
+        assert "pytest-reliable" in line or not line.strip(), (line, out)
+    for raw in ("error connecting", "psycopg", "Traceback", "discarding"):
+        assert raw not in out, (raw, out)
+    assert PASSWORD not in out
