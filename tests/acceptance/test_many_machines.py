@@ -222,7 +222,7 @@ def test_a_store_lost_mid_run_keeps_every_answer_and_changes_no_verdict(
             code, out = finish(start_host(lost, server, postgres_url, "--reliable-concurrency=2"))
         with ScriptedServer(right_option) as server:
             calm = project(tmp_path, "calm", GATE, count=20)
-            calm_code, calm_out = finish(start_host(calm, server, reference_url))
+            calm_code, _ = finish(start_host(calm, server, reference_url))
             cells = server.requests
     finally:
         postgres_server.start()  # whatever happened, the session's server runs again
