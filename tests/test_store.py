@@ -889,3 +889,54 @@ def test_kept_reports_are_in_the_order_the_server_kept_them(
     store.keep_report("run-2", "a", None, "m", None, '{"n": 2}')
     assert store.kept_reports() == ['{"n": 1}', '{"n": 2}']
     store.close()
+
+
+# -- a database restart: claims wait for it, are taken back, and the store writes again at once ----
+def test_claims_wait_for_a_database_that_restarts_and_are_taken_back(
+    postgres_server: TemporaryPostgres, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_reliable.store import claims
+
+    monkeypatch.setattr(claims, "LOST_GRACE_S", 1.0)
+    backend = Backend("postgresql", postgres_url, postgres_server)
+    store = backend.open()
+    assert store.claim("mine").held
+    postgres_server.stop_server()
+    try:
+        # for a moment the claim waits (a restart takes seconds), instead of going local
+        assert store.claim("during") == Claim(held=False)
+        time.sleep(1.1)
+        assert store.claim("later").held  # then local to this process, said once
+        assert store.claims.degraded is not None
+    finally:
+        postgres_server.start()
+    assert store.claim("after").held  # reconnected: the claims this process holds taken back
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_KEYS, "postgresql", postgres_url,
+                               "mine", "later"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        line = holder.stdout.readline()
+        assert line.strip() != "held", "another host got claims this process still holds"
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+def test_the_store_writes_again_as_soon_as_a_restarted_database_is_back(
+    postgres_server: TemporaryPostgres, postgres_url: str
+) -> None:
+    """The driver's pool waits ever longer between its reconnection attempts: without a fresh
+    pool the answers of the seconds after a restart stay in memory, and other hosts pay."""
+    backend = Backend("postgresql", postgres_url, postgres_server)
+    store = backend.open()
+    assert store.put("before", answer("stored"))
+    postgres_server.stop_server()
+    try:
+        time.sleep(4.0)  # the pool's attempts: after 1, 2 and 4 s...
+    finally:
+        postgres_server.start()
+    began = time.monotonic()
+    assert store.put("after", answer("stored at once")), store.take_store_failure()
+    assert time.monotonic() - began < 3.0
+    assert backend.open().get_many(["before", "after"]) == {
+        "before": answer("stored"), "after": answer("stored at once")}

@@ -543,6 +543,18 @@ class Store(ABC):
         found = None
         if stored is not False:
             found = self.get_many([key]).get(key)
+        if found is None and stored:
+            # The claim's look saw it stored, but reads pause after a failure (get_many gave a
+            # miss): read it now. Paying for a stored answer is never the fallback; waiting is.
+            try:
+                rows = self._read([key])
+                found = rows[0].response() if rows else None
+            except (StoreUnavailable, ValueError):
+                found = None
+            if found is None:
+                if held:
+                    self.claims.release(name)
+                return Claim(held=False)
         if found is not None:
             if held:
                 self.claims.release(name)

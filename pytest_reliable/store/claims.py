@@ -21,6 +21,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,9 @@ from pytest_reliable.files import sha256_hex
 from pytest_reliable.store.base import StoreUnavailable
 
 log = logging.getLogger("pytest_reliable.store")
+
+LOST_GRACE_S = 10.0
+"""How long claims wait for a database that stopped answering before they go local."""
 
 _registry_lock = threading.Lock()
 _held: set[tuple[str, str]] = set()
@@ -73,6 +77,10 @@ class Claims(ABC):
         self.location = location
         self.degraded: str | None = None
         """Why claims are process-local now (the database was lost), for the one report."""
+        self._lost_since: float | None = None
+        """When the database stopped answering for claims (None: it answers)."""
+        self.unshared: set[str] = set()
+        """Claims held while the database could not be asked: taken there when it is back."""
 
     @abstractmethod
     def _acquire(self, name: str) -> bool:
@@ -105,19 +113,47 @@ class Claims(ABC):
         stored: bool | None = None
         try:
             acquired, stored = self._acquire_checking(name, name if key is None else key)
+            self._lost_since = None
         except StoreUnavailable as error:
-            # Without the database a claim cannot be shared: call rather than wait for nobody.
-            if self.degraded is None:
-                self.degraded = str(error)
-                log.warning("pytest-reliable: claims of %s are local to this process (%s): "
-                            "another host may pay for the same call", self.location, error)
-            acquired = True
+            acquired = self._without_database(error)
+            if acquired:
+                with _registry_lock:
+                    self.unshared.add(name)
         if not acquired:
             with _registry_lock:
                 _held.discard(slot)
         return acquired, stored
 
+    def _without_database(self, error: StoreUnavailable) -> bool:
+        """Whether to hold a claim the database cannot be asked about. For `LOST_GRACE_S` of an
+        outage, no: the caller waits, as a restarting server is back in seconds (and its
+        holders take their claims back, `_take_back`). Then yes: claims are local to this
+        process (said once), so the run goes on; another host may pay for the same call."""
+        now = time.monotonic()
+        if self._lost_since is None:
+            self._lost_since = now
+        if now - self._lost_since < LOST_GRACE_S:
+            return False
+        if self.degraded is None:
+            self.degraded = str(error)
+            log.warning("pytest-reliable: claims of %s are local to this process (%s): "
+                        "another host may pay for the same call", self.location, error)
+        return True
+
+    def held_here(self, names: set[str]) -> list[str]:
+        """Those of ``names`` this process still holds at this location."""
+        with _registry_lock:
+            return sorted(name for name in names if (self.location, name) in _held)
+
+    def take_unshared(self) -> set[str]:
+        """The claims taken while the database was away (to be taken there), emptied."""
+        with _registry_lock:
+            taken, self.unshared = self.unshared, set()
+        return taken
+
     def release(self, name: str) -> None:
+        with _registry_lock:
+            self.unshared.discard(name)
         try:
             self._release(name)
         except StoreUnavailable:

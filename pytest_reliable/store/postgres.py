@@ -81,7 +81,12 @@ DURABLE_COMMIT = "SET synchronous_commit = on"
 """Run on each of the store's connections only when the server's default is ``off``: a paid
 answer is stored once its commit is on the server's disk (other durable settings of a server,
 ``local``, ``remote_apply``..., are kept)."""
-CLAIMS_RECONNECT_S = 5.0
+REVIVE_EVERY_S = 1.0
+REVIVE_CONNECT_S = 3
+"""An empty pool is replaced at most this often, once a direct connection (this quick) works."""
+CLAIMS_RECONNECT_S = 1.0
+"""A lost claims connection is tried again at most this often."""
+
 NOW = "EXTRACT(EPOCH FROM clock_timestamp())"
 """The server's clock: the hosts' clocks may disagree."""
 
@@ -237,19 +242,47 @@ class PostgresStore(Store):
         self.durable = False
         """Whether the store's connections must ask for synchronous commits themselves."""
         self.has_schema = self._prepare()
-        self._pool = psycopg_pool.ConnectionPool(
-            url, min_size=1, max_size=pool_size, open=False, timeout=wait_s,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
-            configure=self._configure if self.durable else None,
-            name=POOL_NAME, reconnect_timeout=3600.0,
-        )
-        self._pool.open(wait=False)
+        self._psycopg_pool = psycopg_pool
+        self._pool_size = pool_size
+        self._wait_s = wait_s
+        self._pool_lock = threading.Lock()
+        self._revived_at = float("-inf")
+        self._closing = False
+        self._pool = self._new_pool()
         self.claims: Claims = AdvisoryClaims(self)
         self.nstar: NStarEntries = PostgresNStar(self)
 
     # -- start-up --------------------------------------------------------------------------------
     def _where(self) -> str:
         return f"the PostgreSQL server at {self.host}:{self.port}"
+
+    def _new_pool(self) -> Any:
+        pool = self._psycopg_pool.ConnectionPool(
+            self.url, min_size=1, max_size=self._pool_size, open=False, timeout=self._wait_s,
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
+            configure=self._configure if self.durable else None,
+            name=POOL_NAME, reconnect_timeout=3600.0,
+        )
+        pool.open(wait=False)
+        return pool
+
+    def _revive_pool(self) -> bool:
+        """Replace an empty pool by a fresh one once the server takes connections again: the
+        pool waits ever longer between its own attempts (its delay doubles without bound), so
+        after a restart it could stay empty for minutes while the server is back. True when
+        replaced (at most once a second)."""
+        with self._pool_lock:
+            if self._closing or time.monotonic() - self._revived_at < REVIVE_EVERY_S:
+                return False
+            self._revived_at = time.monotonic()
+            try:
+                self._psycopg.connect(self.url, autocommit=True,
+                                      connect_timeout=REVIVE_CONNECT_S).close()
+            except self._psycopg.Error:
+                return False  # still away
+            old, self._pool = self._pool, self._new_pool()
+        old.close(timeout=0)
+        return True
 
     @staticmethod
     def _configure(conn: Any) -> None:
@@ -422,15 +455,36 @@ class PostgresStore(Store):
         hex-encoded at twice their size); any failure is `StoreUnavailable`."""
         _in_store.active = True  # what the driver logs meanwhile is the store's (see below)
         try:
-            with self._pool.connection() as conn:
-                if many:
-                    with conn.transaction(), conn.cursor() as cursor:
-                        cursor.executemany(sql, params)
-                    return []
-                cursor = conn.execute(sql, params, binary=binary)
-                return list(cursor.fetchall()) if cursor.description else []
-        except self._psycopg.Error as error:
-            raise StoreUnavailable(f"{type(error).__name__}: {_one_line(error)}") from None
+            # A query on a pooled connection the server dropped (a restart) is tried again on
+            # another: each of the pool's stale connections would otherwise cost a failure, and
+            # a longer pause of the store's reads and writes.
+            tries = self._pool_size + 2
+            for attempt in range(tries):
+                last = attempt + 1 == tries
+                try:
+                    with self._pool.connection() as conn:
+                        try:
+                            if many:
+                                with conn.transaction(), conn.cursor() as cursor:
+                                    cursor.executemany(sql, params)
+                                return []
+                            cursor = conn.execute(sql, params, binary=binary)
+                            return list(cursor.fetchall()) if cursor.description else []
+                        except self._psycopg.Error:
+                            if not (conn.broken or conn.closed) or last:
+                                raise
+                    # a connection the server dropped (a restart): the pool makes a new one
+                except self._psycopg_pool.PoolClosed as error:
+                    if last or self._closing:  # else another thread replaced it: the new one
+                        raise StoreUnavailable(f"{type(error).__name__}: "
+                                               f"{_one_line(error)}") from None
+                except self._psycopg_pool.PoolTimeout as error:
+                    if last or not self._revive_pool():
+                        raise StoreUnavailable(f"{type(error).__name__}: "
+                                               f"{_one_line(error)}") from None
+                except self._psycopg.Error as error:
+                    raise StoreUnavailable(f"{type(error).__name__}: {_one_line(error)}") from None
+            raise AssertionError("unreachable")
         finally:
             _in_store.active = False
 
@@ -481,7 +535,10 @@ class PostgresStore(Store):
     def _close(self) -> None:
         _in_store.active = True
         try:
-            self._pool.close(timeout=5.0)
+            with self._pool_lock:
+                self._closing = True
+                pool = self._pool
+            pool.close(timeout=5.0)
         finally:
             _in_store.active = False
 
@@ -665,7 +722,9 @@ class AdvisoryClaims(Claims):
         self._conn: Any = None
         self._retry_at = 0.0
         self._mine: set[str] = set()
-        """Names locked through the connection (taken back on a new connection)."""
+        """Names locked on the current connection (the lock held to read or change it)."""
+        self._orphans: set[str] = set()
+        """Names locked on a connection that was lost (taken back on the next one)."""
 
     def _connection(self) -> Any:
         if self._conn is None or self._conn.closed:
@@ -685,11 +744,15 @@ class AdvisoryClaims(Claims):
         return self._conn
 
     def _take_back(self, conn: Any) -> None:
-        """The claims this process held through a connection that was lost, locked again."""
+        """The claims this process still holds that were locked on a connection since lost, or
+        taken while the database was away, locked on the new connection."""
         lost = []
-        for name in sorted(self._mine):
+        orphans, self._orphans = self._orphans | self.take_unshared(), set()
+        for name in self.held_here(orphans):
             row = conn.execute("SELECT pg_try_advisory_lock(%s)", (advisory_key(name),)).fetchone()
-            if not row[0]:
+            if row[0]:
+                self._mine.add(name)
+            else:
                 lost.append(name)
         if lost:
             self._mine.difference_update(lost)
@@ -698,50 +761,57 @@ class AdvisoryClaims(Claims):
                         "may be paid for twice", self.store._where(), len(lost))
 
     def _run(self, statements: Sequence[tuple[str, tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
-        """The first row of each statement, sent together (one round trip)."""
-        with self._lock:
-            conn = self._connection()
-            try:
-                if len(statements) == 1:
-                    sql, params = statements[0]
-                    return [tuple(conn.execute(sql, params).fetchone())]
-                with conn.pipeline():
-                    cursors = [conn.execute(sql, params) for sql, params in statements]
-                return [tuple(cursor.fetchone()) for cursor in cursors]
-            except self.store._psycopg.Error as error:
-                if conn.closed or conn.broken:
-                    self._drop()  # its locks died with it: a new connection takes them back
-                raise StoreUnavailable(_one_line(error)) from None
+        """The first row of each statement, sent together (one round trip); the lock held."""
+        conn = self._connection()
+        try:
+            if len(statements) == 1:
+                sql, params = statements[0]
+                return [tuple(conn.execute(sql, params).fetchone())]
+            with conn.pipeline():
+                cursors = [conn.execute(sql, params) for sql, params in statements]
+            return [tuple(cursor.fetchone()) for cursor in cursors]
+        except self.store._psycopg.Error as error:
+            if conn.closed or conn.broken:
+                self._drop()  # its locks died with it: a new connection takes them back
+            raise StoreUnavailable(_one_line(error)) from None
 
     def _acquire(self, name: str) -> bool:
-        held = bool(self._run([("SELECT pg_try_advisory_lock(%s)", (advisory_key(name),))])[0][0])
-        if held:
-            with self._lock:
-                self._mine.add(name)
-        return held
+        return self._lock_and_look(name, None)[0]
 
     def _acquire_checking(self, name: str, key: str) -> tuple[bool, bool | None]:
         """The lock, then whether ``key`` is a stored answer's key, in one round trip: two
         statements, so the look's snapshot is taken after the lock was granted (one statement
         would take it before: an answer stored and its claim let go in between would be
         missed, and paid for again)."""
-        if not self.store.has_schema:
-            return self._acquire(name), None
-        (held,), (stored,) = self._run([
-            ("SELECT pg_try_advisory_lock(%s)", (advisory_key(name),)),
-            ("SELECT EXISTS (SELECT 1 FROM reliable_answers WHERE key = %s)", (key,)),
-        ])
-        if held:
-            with self._lock:
+        return self._lock_and_look(name, key if self.store.has_schema else None)
+
+    def _lock_and_look(self, name: str, key: str | None) -> tuple[bool, bool | None]:
+        with self._lock:
+            statements: list[tuple[str, tuple[Any, ...]]] = []
+            self._connection()
+            # Locked on this connection already (a new connection took back what this process
+            # holds, this name included): a lock taken twice by a session needs two unlocks.
+            retaken = name in self._mine
+            if not retaken:
+                statements.append(("SELECT pg_try_advisory_lock(%s)", (advisory_key(name),)))
+            if key is not None:
+                statements.append((
+                    "SELECT EXISTS (SELECT 1 FROM reliable_answers WHERE key = %s)", (key,)))
+            rows = self._run(statements) if statements else []
+            held = True if retaken else bool(rows[0][0])
+            stored = bool(rows[-1][0]) if key is not None else None
+            if held:
                 self._mine.add(name)
-        return bool(held), bool(stored)
+            return held, stored
 
     def _release(self, name: str) -> None:
         with self._lock:
+            if name not in self._mine:
+                return  # not locked on this connection: it died with an earlier one
             self._mine.discard(name)
-        if self._conn is None or self._conn.closed:
-            return  # the server dropped this connection's claims with it
-        self._run([("SELECT pg_advisory_unlock(%s)", (advisory_key(name),))])
+            if self._conn is None or self._conn.closed:
+                return  # the server dropped this connection's claims with it
+            self._run([("SELECT pg_advisory_unlock(%s)", (advisory_key(name),))])
 
     def _holders(self, names: Sequence[str]) -> dict[str, Holder]:
         """From ``pg_locks`` (every session sees it) and ``pg_stat_activity`` (its host, pid
@@ -771,6 +841,8 @@ class AdvisoryClaims(Claims):
         return holders
 
     def _drop(self) -> None:
+        self._orphans |= self._mine  # the server dropped them with the connection
+        self._mine.clear()
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(Exception):  # a dead connection may fail to close
@@ -778,8 +850,8 @@ class AdvisoryClaims(Claims):
 
     def close(self) -> None:
         with self._lock:
-            self._mine.clear()
             self._drop()
+            self._orphans.clear()
 
 
 APPLICATION = re.compile(r"pytest-reliable (\S+) pid (\d+)")
