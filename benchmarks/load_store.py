@@ -126,6 +126,12 @@ def phase(hosts: list[Path], server: ScriptedServer, url: str, workers: int,
     return [(p.wait(), p.stdout.read() if p.stdout else "") for p in running]
 
 
+def made_by(directory: Path) -> int:
+    """The calls a host's report says it made."""
+    tests = json.loads((directory / "report.json").read_text())["tests"]
+    return sum(int(test["calls"]["made"]) for test in tests)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=150)
@@ -148,10 +154,9 @@ def main() -> None:
         faults = dict(server.fault_counts)
         requests_a = server.requests
         stored = int(pg.execute("load", "SELECT COUNT(*) FROM reliable_answers")[0][0])
+        made = [made_by(h) for h in hosts]
         again = phase(hosts, server, url, args.workers, None, 0)
         answered_b = sum(model.answered.values()) - answered_a
-        made = [sum(t["calls"]["made"] for t in json.loads((h / "report.json").read_text())["tests"])
-                for h in hosts]
     twice = [p for p, n in model.answered.items() if n > 1]
     print(f"two hosts x {args.workers} workers, {args.tests} tests x {args.questions} questions "
           f"x 2 wrappers = {prompts:,} distinct calls; fault rate {args.fault_rate:.0%}; "

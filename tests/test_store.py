@@ -895,9 +895,10 @@ def test_kept_reports_are_in_the_order_the_server_kept_them(
 def test_claims_wait_for_a_database_that_restarts_and_are_taken_back(
     postgres_server: TemporaryPostgres, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_reliable.store import claims
+    from pytest_reliable.store import claims, postgres
 
     monkeypatch.setattr(claims, "LOST_GRACE_S", 1.0)
+    monkeypatch.setattr(postgres, "SETTLE_S", 1.0)
     backend = Backend("postgresql", postgres_url, postgres_server)
     store = backend.open()
     assert store.claim("mine").held
@@ -910,7 +911,11 @@ def test_claims_wait_for_a_database_that_restarts_and_are_taken_back(
         assert store.claims.degraded is not None
     finally:
         postgres_server.start()
-    assert store.claim("after").held  # reconnected: the claims this process holds taken back
+    # reconnected: the claims this process holds are taken back at once, and new ones wait a
+    # moment (other processes take back theirs), then are taken
+    assert store.claim("after") == Claim(held=False)
+    time.sleep(1.1)
+    assert store.claim("after").held
     holder = subprocess.Popen([sys.executable, "-c", HOLD_KEYS, "postgresql", postgres_url,
                                "mine", "later"], stdout=subprocess.PIPE, text=True)
     try:

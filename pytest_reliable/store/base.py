@@ -347,7 +347,6 @@ class Store(ABC):
         """The hits among ``keys``: one read query per `read_batch` keys, plus the answers kept in
         memory. A store that cannot be read gives misses (and one report), never an error."""
         unique = list(dict.fromkeys(keys))
-        self._flush_due()
         rows: list[AnswerRow] = []
         if time.monotonic() >= self._read_retry_at:
             try:
@@ -355,6 +354,7 @@ class Store(ABC):
                     self.read_queries += 1
                     rows += self._read(unique[start : start + self.read_batch])
                 self._read_delay = RETRY_FIRST_S
+                self.database_back()
             except StoreUnavailable as error:
                 with self._lock:
                     self._read_retry_at = time.monotonic() + self._read_delay
@@ -368,7 +368,16 @@ class Store(ABC):
                 log.debug("stored row %s is not an answer: a miss", row.key)
         with self._lock:
             found.update((k, self._pending[k].response()) for k in unique if k in self._pending)
+        self._flush_due()
         return found
+
+    def database_back(self) -> None:
+        """The database answered again: the answers kept in memory are written at the next
+        chance, without waiting out the backoff (their claims are held until then)."""
+        with self._lock:
+            if self._pending and self._write_retry_at > time.monotonic():
+                self._write_retry_at = 0.0
+                self._write_delay = RETRY_FIRST_S
 
     def put(self, key: str, response: ModelResponse, *, meta: dict[str, Any] | None = None) -> bool:
         """Store one answer: True once it is committed durably (answers put by several threads
@@ -548,13 +557,14 @@ class Store(ABC):
             # miss): read it now. Paying for a stored answer is never the fallback; waiting is.
             try:
                 rows = self._read([key])
-                found = rows[0].response() if rows else None
-            except (StoreUnavailable, ValueError):
-                found = None
-            if found is None:
+            except StoreUnavailable:
                 if held:
                     self.claims.release(name)
                 return Claim(held=False)
+            try:
+                found = rows[0].response() if rows else None
+            except ValueError:
+                found = None  # stored, but not an answer (another program's row): pay for it
         if found is not None:
             if held:
                 self.claims.release(name)

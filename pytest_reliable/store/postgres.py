@@ -86,6 +86,10 @@ REVIVE_CONNECT_S = 3
 """An empty pool is replaced at most this often, once a direct connection (this quick) works."""
 CLAIMS_RECONNECT_S = 1.0
 """A lost claims connection is tried again at most this often."""
+SETTLE_S = 3.0
+"""After the claims connection came back, new claims wait this long: other processes take back
+what they held when the server went away (each reconnects within `CLAIMS_RECONNECT_S` of its
+next claim) before this one may take it as free."""
 
 NOW = "EXTRACT(EPOCH FROM clock_timestamp())"
 """The server's clock: the hosts' clocks may disagree."""
@@ -725,6 +729,8 @@ class AdvisoryClaims(Claims):
         """Names locked on the current connection (the lock held to read or change it)."""
         self._orphans: set[str] = set()
         """Names locked on a connection that was lost (taken back on the next one)."""
+        self._ever_connected = False
+        self._settle_until = 0.0
 
     def _connection(self) -> Any:
         if self._conn is None or self._conn.closed:
@@ -739,8 +745,15 @@ class AdvisoryClaims(Claims):
             except self.store._psycopg.Error as error:
                 self._retry_at = time.monotonic() + CLAIMS_RECONNECT_S
                 raise StoreUnavailable(_one_line(error)) from None
+            reconnected = self._ever_connected
             self._conn = conn
+            self._ever_connected = True
             self._take_back(conn)
+            if reconnected:
+                # The server is back: other processes' claims that died with it are taken back
+                # by their holders as they reconnect; new claims here wait a moment for that.
+                self._settle_until = time.monotonic() + SETTLE_S
+                self.store.database_back()
         return self._conn
 
     def _take_back(self, conn: Any) -> None:
@@ -792,13 +805,14 @@ class AdvisoryClaims(Claims):
             # Locked on this connection already (a new connection took back what this process
             # holds, this name included): a lock taken twice by a session needs two unlocks.
             retaken = name in self._mine
-            if not retaken:
+            settling = not retaken and time.monotonic() < self._settle_until
+            if not (retaken or settling):
                 statements.append(("SELECT pg_try_advisory_lock(%s)", (advisory_key(name),)))
             if key is not None:
                 statements.append((
                     "SELECT EXISTS (SELECT 1 FROM reliable_answers WHERE key = %s)", (key,)))
             rows = self._run(statements) if statements else []
-            held = True if retaken else bool(rows[0][0])
+            held = retaken or (not settling and bool(rows[0][0]))
             stored = bool(rows[-1][0]) if key is not None else None
             if held:
                 self._mine.add(name)
