@@ -196,8 +196,8 @@ class ClaimWaits:
 
     # -- what is said -----------------------------------------------------------------------------
     def describe(self) -> str:
-        """What this process waits for now, and for whom: e.g. "waiting 35 s for 12 answers
-        claimed by host ci-2 pid 4242 (12)"."""
+        """What this process waits for now, and for whom: e.g. "waiting for 12 answers other
+        processes claimed: host ci-2 pid 4242 holds 12; waited 35 s so far"."""
         now = self.clock()
         with self._lock:
             waits = list(self._waits)
@@ -207,7 +207,7 @@ class ClaimWaits:
                           for wait in waits)
         things = ", ".join(f"{count} {what}{'s' if count > 1 else ''}"
                            for what, count in whats.most_common())
-        who = ", ".join(f"{label} ({count})" for label, count in holders.most_common(3))
+        who = ", ".join(f"{label} holds {count}" for label, count in holders.most_common(3))
         if len(holders) > 3:
             who += f" and {len(holders) - 3} more"
         limit = (f" of --reliable-wait-timeout {self.deadline_s:g} s"

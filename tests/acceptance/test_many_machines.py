@@ -390,3 +390,36 @@ def test_a_store_lost_for_good_is_reported_once_and_nothing_raw_follows_the_summ
     for raw in ("error connecting", "psycopg", "Traceback", "discarding"):
         assert raw not in out, (raw, out)
     assert PASSWORD not in out
+
+
+def test_a_frozen_host_costs_the_others_one_deadline_said_while_they_wait(
+    tmp_path: Path, postgres_server: TemporaryPostgres, postgres_url: str
+) -> None:
+    """A host stopped (SIGSTOP) while it holds claims: another host needing the same answers
+    says what it waits for and who holds it, and gives up at --reliable-wait-timeout for the
+    whole run (one deadline, not one per key), its cells errors naming the frozen host; nothing
+    is paid twice."""
+    rule = PerPrompt()
+    with ScriptedServer(rule, latency=3.0) as server:
+        frozen = project(tmp_path, "frozen", GATE, count=6)
+        host = start_host(frozen, server, postgres_url, "--reliable-concurrency=4")
+        try:
+            deadline = time.monotonic() + 120
+            while server.requests < 4 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            os.killpg(host.pid, signal.SIGSTOP)  # frozen with 4 claims held, none answered
+            waiting = project(tmp_path, "waiting", GATE, count=6)
+            started = time.monotonic()
+            code, out = finish(start_host(waiting, server, postgres_url,
+                                          "--reliable-wait-timeout=14"))
+            took = time.monotonic() - started
+        finally:
+            os.killpg(host.pid, signal.SIGKILL)
+            host.wait(10)
+    assert code == 1, out
+    assert "waiting for 4 answers other processes claimed" in out, out
+    assert re.search(r"host \S+ pid \d+ \(idle for \d+ s\) holds 4", out), out
+    assert "--reliable-wait-timeout 14 s for the whole run" in out and "may be frozen" in out
+    assert took < 60, took  # one deadline for the run: not 14 s per key, nor a claim's patience
+    assert rule.paid_twice() == []
+    assert "Traceback" not in out and PASSWORD not in out
