@@ -5,7 +5,9 @@
    query per batch), cells per second. Goal: >= 10,000 cells/s from PostgreSQL.
 2. Per paid call: 100 calls to an instant in-process model, everything a paid call does around the
    model (claim, re-check, budget reserve, store, tokens, release), against no store at all; the
-   difference per call is what the store adds. Goal: < 2 ms added per paid call by PostgreSQL.
+   difference per call is what the store adds. Goal: < 2 ms added per paid call by PostgreSQL at
+   concurrency 8 (a server model's default). At concurrency 1 nothing shares a commit: a durable
+   answer costs one flush of the server's disk (``pg_test_fsync`` tells how long one takes).
    Each store is also measured as it was before answers were durable (PostgreSQL with
    ``synchronous_commit=off``, the local cache with ``synchronous=NORMAL``): the difference is
    what durability costs. At concurrency 8, answers that arrive together share a commit:
@@ -164,7 +166,7 @@ def bench(pg: TemporaryPostgres, directory: Path) -> None:
         base = spent.pop("no store")
         print(f"{'no store':>28}: {base * 1000:7.3f} ms")
         for name, seconds in spent.items():
-            goal = "  (goal < 2 ms)" if name == "postgresql" else ""
+            goal = "  (goal < 2 ms)" if name == "postgresql" and concurrency == 8 else ""
             print(f"{name:>28}: {seconds * 1000:7.3f} ms, {(seconds - base) * 1000:+7.3f} ms added "
                   f"per paid call, {commits[name]:.2f} commits/answer{goal}")
 

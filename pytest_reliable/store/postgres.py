@@ -10,7 +10,9 @@ store can share a database with other things:
   PostgreSQL's text type takes neither a NUL nor a lone surrogate, and a model may answer both.
   Answers are committed synchronously (``synchronous_commit`` on, whatever the server's default):
   an answer the plugin counts as stored survives the database crashing right after; answers that
-  arrive together share one commit (`base.Store.put`).
+  arrive together share one commit (`base.Store.put`). So do n* entries, pending batch ids and
+  kept reports; only the budget ledger's counts commit without waiting for the disk
+  (`PostgresLedger`).
 - ``reliable_budget``: one row per run id; a call is granted by one atomic ``UPDATE ... WHERE
   calls < limit RETURNING``, so every host shares one budget.
 - ``reliable_nstar``: the n* entries (the records the local JSON files hold).
@@ -81,6 +83,7 @@ DURABLE_COMMIT = "SET synchronous_commit = on"
 """Run on each of the store's connections only when the server's default is ``off``: a paid
 answer is stored once its commit is on the server's disk (other durable settings of a server,
 ``local``, ``remote_apply``..., are kept)."""
+LAZY_COMMIT = "SET LOCAL synchronous_commit TO OFF"
 REVIVE_EVERY_S = 1.0
 REVIVE_CONNECT_S = 3
 """An empty pool is replaced at most this often, once a direct connection (this quick) works."""
@@ -453,10 +456,11 @@ class PostgresStore(Store):
 
     # -- primitives ------------------------------------------------------------------------------
     def _query(self, sql: str, params: Any = None, *, many: bool = False,
-               binary: bool = False) -> list[tuple[Any, ...]]:
+               binary: bool = False, lazy: bool = False) -> list[tuple[Any, ...]]:
         """One statement on a pooled connection (``many``: one per row of ``params``, in one
         transaction; ``binary``: results in binary, so answers come as they are stored, not
-        hex-encoded at twice their size); any failure is `StoreUnavailable`."""
+        hex-encoded at twice their size; ``lazy``: committed without waiting for the disk, see
+        `PostgresLedger`); any failure is `StoreUnavailable`."""
         _in_store.active = True  # what the driver logs meanwhile is the store's (see below)
         try:
             # A query on a pooled connection the server dropped (a restart) is tried again on
@@ -472,7 +476,12 @@ class PostgresStore(Store):
                                 with conn.transaction(), conn.cursor() as cursor:
                                     cursor.executemany(sql, params)
                                 return []
-                            cursor = conn.execute(sql, params, binary=binary)
+                            if lazy:  # one round trip: BEGIN, SET LOCAL, the statement, COMMIT
+                                with conn.pipeline(), conn.transaction():
+                                    conn.execute(LAZY_COMMIT)
+                                    cursor = conn.execute(sql, params)
+                            else:
+                                cursor = conn.execute(sql, params, binary=binary)
                             return list(cursor.fetchall()) if cursor.description else []
                         except self._psycopg.Error:
                             if not (conn.broken or conn.closed) or last:
@@ -636,7 +645,12 @@ def row_from_postgres(values: Sequence[Any]) -> AnswerRow:
 
 
 class PostgresLedger(Ledger):
-    """One row of ``reliable_budget`` per run id, shared by every host."""
+    """One row of ``reliable_budget`` per run id, shared by every host.
+
+    Its counts commit without waiting for the server's disk (two of a paid call's three commits:
+    a disk flush each would triple what the store adds to a call). A database crash may forget
+    the counts of its last fraction of a second, so a run may pass its budget by the calls of
+    that moment; no answer is lost (they commit durably)."""
 
     def __init__(self, store: PostgresStore, run_id: str) -> None:
         self.store = store
@@ -646,7 +660,7 @@ class PostgresLedger(Ledger):
     def _ensure_row(self) -> None:
         if not self._created:
             self.store._query(f"INSERT INTO reliable_budget(run, created) VALUES(%s, {NOW})"
-                              " ON CONFLICT (run) DO NOTHING", (self.run_id,))
+                              " ON CONFLICT (run) DO NOTHING", (self.run_id,), lazy=True)
             self._created = True
 
     def reserve(self, max_calls: int | None, max_tokens: int | None,
@@ -659,17 +673,17 @@ class PostgresLedger(Ledger):
             " AND (%(max_usd)s::double precision IS NULL OR usd + %(usd)s <= %(max_usd)s + 1e-12)"
             " RETURNING calls",
             {"run": self.run_id, "calls": max_calls, "tokens": max_tokens,
-             "max_usd": max_usd, "usd": float(usd)},
+             "max_usd": max_usd, "usd": float(usd)}, lazy=True,
         )
         if not granted:
             self.store._query("UPDATE reliable_budget SET skipped = skipped + 1 WHERE run = %s",
-                              (self.run_id,))
+                              (self.run_id,), lazy=True)
         return bool(granted)
 
     def add_tokens(self, n: int, usd: float = 0.0) -> None:
         self._ensure_row()
         self.store._query("UPDATE reliable_budget SET tokens = tokens + %s, usd = usd + %s"
-                          " WHERE run = %s", (int(n), float(usd), self.run_id))
+                          " WHERE run = %s", (int(n), float(usd), self.run_id), lazy=True)
 
     def spent_usd(self) -> float:
         found = self.store._query("SELECT usd FROM reliable_budget WHERE run = %s",
