@@ -180,7 +180,7 @@ class NStarEntries(ABC):
 
         A pilot takes as long as it takes: its claim expires only when its holder was found
         unresponsive (`store.waits`); `ClaimWaitTimeout` once the run's waiting time is spent."""
-        from pytest_reliable.store.claims import claim_name
+        from pytest_reliable.store.base import claim_name
 
         base = f"n*:{key.digest()}"
         generation = 0

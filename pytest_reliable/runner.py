@@ -52,7 +52,13 @@ from pytest_reliable.models.base import (
 )
 from pytest_reliable.pricing import Price, Spend, call_cost, max_call_usd
 from pytest_reliable.redact import redact
-from pytest_reliable.store.base import Ledger, Store, StoreUnavailable, StoreWarning
+from pytest_reliable.store.base import (
+    Ledger,
+    Store,
+    StoreUnavailable,
+    StoreWarning,
+    claim_name,
+)
 
 if TYPE_CHECKING:
     from pytest_reliable.batch import BatchTransport
@@ -746,8 +752,6 @@ class Runner:
         if store is None or not store.reads:  # record mode all: every process calls again
             async with sem:
                 return await self._call(req, key)
-        from pytest_reliable.store.claims import claim_name
-
         generation = 0
         waiting: ClaimWait | None = None
         delay = CLAIM_POLL_FIRST_S

@@ -196,6 +196,12 @@ def answer_row(key: Any, text: Any, logprobs: Any, prompt_tokens: Any, completio
     )
 
 
+def claim_name(name: str, generation: int = 0) -> str:
+    """The claim of ``name`` at ``generation``: 0 is the ordinary claim; a waiter that takes over
+    an expired claim claims generation 1 (and so on), so only one of the waiters does."""
+    return name if generation == 0 else f"{name}#takeover-{generation}"
+
+
 def printable(text: str) -> str:
     """``text`` as every database takes it: no NUL, no lone surrogate (for labels, not answers)."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
@@ -260,6 +266,8 @@ class Store(ABC):
 
     claims: Claims
     nstar: NStarEntries
+    waits: ClaimWaits
+    """This run's waits on other processes' claims (one deadline for the whole run)."""
 
     def __init__(self, record_mode: str, location: str, *,
                  wait_timeout: float | None = None) -> None:
@@ -287,7 +295,6 @@ class Store(ABC):
         self._read_delay = RETRY_FIRST_S
         self._failure: str | None = None
         self._failure_taken = False
-        self._waits: ClaimWaits | None = None
         self.bad_rows: list[tuple[str, str]] = []
         """(key, why) of the stored rows that are not answers, met by `rows` or a read."""
 
@@ -521,15 +528,6 @@ class Store(ABC):
         self._batch_ids().pop(name, None)
 
     # -- claims (single-flight) --------------------------------------------------------------------
-    @property
-    def waits(self) -> ClaimWaits:
-        """This run's waits on other processes' claims (one deadline for the whole run)."""
-        if self._waits is None:
-            from pytest_reliable.store.waits import ClaimWaits
-
-            self._waits = ClaimWaits(self.claims, self.wait_timeout)
-        return self._waits
-
     def claim(self, key: str, generation: int = 0) -> Claim:
         """Try to become the one process that calls the model for ``key`` (never waits);
         ``generation`` > 0: take over a claim that expired (`store.waits`).
@@ -538,8 +536,6 @@ class Store(ABC):
         another process stored meanwhile is returned (and a claim just taken given back), so a
         waiter sees the answer as soon as it is stored. A backend that tells in the claim's
         own round trip saves the look when nothing is stored."""
-        from pytest_reliable.store.claims import claim_name
-
         if self.reads:
             with self._lock:
                 kept = self._pending.get(key)
@@ -575,8 +571,6 @@ class Store(ABC):
         """Let go of ``key``'s claim: at once, or, when its answer is still only in memory (the
         database did not take it yet), once the answer is written: until then another process
         that claimed the key would not find the answer and would pay for it again."""
-        from pytest_reliable.store.claims import claim_name
-
         name = claim_name(key, generation)
         with self._lock:
             if key in self._pending:
@@ -642,5 +636,6 @@ __all__ = [
     "StoreWarning",
     "answer_row",
     "checked",
+    "claim_name",
     "printable",
 ]

@@ -280,6 +280,7 @@ class LocalStore(Store):
             file_claims(Path(f"{path}.claims")) if path is not None
             else ProcessClaims(f"memory:{id(self)}")
         )
+        self.waits = ClaimWaits(self.claims, wait_timeout)
         directory = nstar_dir or (path.parent / "n_star" if path else None)
         self.nstar: NStarEntries = (
             NStarStore(directory, self.claims, self.waits) if directory is not None

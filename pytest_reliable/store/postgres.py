@@ -68,6 +68,7 @@ from pytest_reliable.store.base import (
     checked,
 )
 from pytest_reliable.store.claims import Claims, Holder, this_host
+from pytest_reliable.store.waits import ClaimWaits
 
 log = logging.getLogger("pytest_reliable.store")
 driver_log = logging.getLogger("pytest_reliable.store.driver")
@@ -257,6 +258,7 @@ class PostgresStore(Store):
         self._closing = False
         self._pool = self._new_pool()
         self.claims: Claims = AdvisoryClaims(self)
+        self.waits = ClaimWaits(self.claims, wait_timeout)
         self.nstar: NStarEntries = PostgresNStar(self)
 
     # -- start-up --------------------------------------------------------------------------------
@@ -747,7 +749,9 @@ class AdvisoryClaims(Claims):
         self._settle_until = 0.0
 
     def _connection(self) -> Any:
-        if self._conn is None or self._conn.closed:
+        if self._conn is not None and (self._conn.closed or self._conn.broken):
+            self._drop()  # closed under us (the server ended it): its locks went with it
+        if self._conn is None:
             if time.monotonic() < self._retry_at:
                 raise StoreUnavailable(f"{self.store._where()} is not reachable")
             try:
