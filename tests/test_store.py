@@ -24,7 +24,7 @@ import pytest
 from pytest_reliable.models.base import ModelResponse, SamplingParams
 from pytest_reliable.nstar_store import NStarEntry, NStarKey
 from pytest_reliable.runner import ProgressEvent, Request, Runner
-from pytest_reliable.store import Claim, LocalStore, Store, StoreUsageError
+from pytest_reliable.store import Claim, LocalStore, Store, StoreUsageError, StoreWarning
 from pytest_reliable.testing.postgres import PASSWORD, TemporaryPostgres
 
 KEY = NStarKey("t.py::test_a", "s" * 64, "d" * 64, "local:x", "ilr", 0.01, 0.1, 0, 100)
@@ -945,3 +945,24 @@ def test_the_store_writes_again_as_soon_as_a_restarted_database_is_back(
     assert time.monotonic() - began < 3.0
     assert backend.open().get_many(["before", "after"]) == {
         "before": answer("stored"), "after": answer("stored at once")}
+
+
+def test_a_pilot_claimed_by_a_holder_found_frozen_is_taken_over(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pilot has no patience of its own (it takes as long as it takes), but a holder one of
+    whose answer claims expired is unresponsive: its pilot is taken over at once."""
+    monkeypatch.setattr(Runner, "claim_patience", property(lambda self: 1.0))
+    model = Counted()
+    request = questions(1)
+    with frozen_holder(backend, [Runner(model, None).key(request[0]),
+                                 f"n*:{KEY.digest()}"]):
+        store = backend.open(wait_timeout=30.0)
+        with pytest.warns(StoreWarning, match="1 claim of other processes expired"):
+            assert Runner(model, store).run(request)[0].status == "ok"  # taken over
+        began = time.monotonic()
+        with store.nstar.pilot(KEY) as stored:
+            assert stored is None  # this process runs the pilot
+            store.nstar.put(KEY, ENTRY)
+        assert time.monotonic() - began < 5.0
+    assert backend.open().nstar.get(KEY) == ENTRY

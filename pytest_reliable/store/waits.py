@@ -235,11 +235,12 @@ class ClaimWaits:
                 return None
             self._summary_taken = True
             taken = sum(self._taken_over.values())
-            who = ", ".join(f"{label} ({count})" for label, count in self._taken_over.items())
-        return (f"pytest-reliable: {taken} claims of other processes expired without an answer "
-                f"and this process did their work itself: {who}. A claim expires once its holder "
-                "has had it longer than its work can take (a frozen or lost host); if that "
-                "holder wakes, it may pay for the same calls again.")
+            who = ", ".join(f"{count} held by {label}" for label, count in self._taken_over.items())
+        claims = "1 claim" if taken == 1 else f"{taken} claims"
+        return (f"pytest-reliable: {claims} of other processes expired without an answer and "
+                f"this process did the work itself ({who}). A claim expires once its holder has "
+                "had it longer than its work can take (a frozen or lost host); if that holder "
+                "wakes, it may pay for the same calls again.")
 
 
 __all__ = ["ClaimWait", "ClaimWaitTimeout", "ClaimWaits"]
