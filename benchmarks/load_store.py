@@ -120,9 +120,12 @@ def phase(hosts: list[Path], server: ScriptedServer, url: str, workers: int,
     if crash is not None:
         while server.completed < crash_at and any(p.poll() is None for p in running):
             time.sleep(0.05)
+        at = server.completed
         crash.stop_server("immediate")  # the database crashes...
         time.sleep(3.0)
         crash.start()  # ...and is back
+        print(f"  the database crashed after {at:,} answers, back after 3 s (at "
+              f"{server.completed:,})")
     return [(p.wait(), p.stdout.read() if p.stdout else "") for p in running]
 
 
