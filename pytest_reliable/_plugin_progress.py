@@ -47,6 +47,9 @@ class ProgressLine:
     def __call__(self, nodeid: str, event: ProgressEvent) -> None:
         if self.config.option.verbose < 0:
             return
+        if event.waiting:  # a long wait for other processes' claims: said on a line of its own
+            self._say(event.waiting)
+            return
         if is_worker(self.config):
             self._worker_line(nodeid, event)
             return
@@ -119,6 +122,21 @@ class ProgressLine:
         with self._capture_suspended():
             sys.stderr.write(f"[{worker_id(self.config)}] {line}\n")
             sys.stderr.flush()
+
+    def _say(self, text: str) -> None:
+        with self._capture_suspended():
+            if is_worker(self.config):
+                sys.stderr.write(f"[{worker_id(self.config)}] {text}\n")
+                sys.stderr.flush()
+                return
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is None:
+                return
+            if self._shown and reporter.isatty:
+                reporter.rewrite("", erase=True)
+            reporter.ensure_newline()
+            reporter.write_line(text)
+            self._shown = False
 
     def _capture_suspended(self) -> contextlib.AbstractContextManager[Any]:
         capture = self.config.pluginmanager.get_plugin("capturemanager")

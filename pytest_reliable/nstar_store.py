@@ -2,7 +2,10 @@
 
 `NStarEntries` is what `nstar.run_auto` uses, whatever the store: ``get``, ``put`` and ``pilot``
 (hold the key's claim while running its pilot, so the pilot runs once per key and every other
-process waits for its entry). `NStarStore` keeps the entries as one small JSON file per key in
+process waits for its entry). The wait counts in the run's one deadline (`store.waits`,
+``--reliable-wait-timeout``): past it the test stops with `ClaimWaitTimeout`, naming who holds
+the pilot; a holder found unresponsive (one of its answer claims expired) has its pilot taken
+over. `NStarStore` keeps the entries as one small JSON file per key in
 ``.reliable/n_star/`` (the local default), written atomically (temp file + ``os.replace``), so
 concurrent pytest-xdist workers never lose or corrupt each other's entries. It is not the response
 cache: ``--reliable-no-cache`` leaves it alone. The PostgreSQL store keeps the same records in a
@@ -31,6 +34,7 @@ from pytest_reliable.files import content_hash, write_atomic
 
 if TYPE_CHECKING:
     from pytest_reliable.store.claims import Claims
+    from pytest_reliable.store.waits import ClaimWait, ClaimWaits
 
 PILOT_POLL_FIRST_S = 0.1
 PILOT_POLL_MAX_S = 2.0
@@ -102,12 +106,18 @@ class NStarEntries(ABC):
     store's own error when they cannot); reading, validating, warning and the pilot's claim live
     here. ``claims``: the store's (`pytest_reliable.store.claims`), or this process's only."""
 
-    def __init__(self, claims: Claims | None = None) -> None:
+    def __init__(self, claims: Claims | None = None, waits: ClaimWaits | None = None) -> None:
         if claims is None:
             from pytest_reliable.store.claims import ProcessClaims
 
             claims = ProcessClaims(f"n* store {id(self)}")
+        if waits is None:
+            from pytest_reliable.store.waits import ClaimWaits
+
+            waits = ClaimWaits(claims)
         self.claims = claims
+        self.waits = waits
+        """The run's waits on other processes' claims (shared with the store's answers)."""
 
     @abstractmethod
     def where(self, key: NStarKey) -> str:
@@ -166,27 +176,56 @@ class NStarEntries(ABC):
     @contextlib.contextmanager
     def pilot(self, key: NStarKey) -> Iterator[NStarEntry | None]:
         """Hold ``key``'s pilot claim for the block; gives the entry another process stored while
-        this one waited (then no claim is held and no pilot is needed), else None."""
-        name = f"n*:{key.digest()}"
+        this one waited (then no claim is held and no pilot is needed), else None.
+
+        A pilot takes as long as it takes: its claim expires only when its holder was found
+        unresponsive (`store.waits`); `ClaimWaitTimeout` once the run's waiting time is spent."""
+        from pytest_reliable.store.base import claim_name
+
+        base = f"n*:{key.digest()}"
+        generation = 0
         delay = PILOT_POLL_FIRST_S
-        while not self.claims.try_claim(name):
-            found = self._lookup(key, warn=False)
-            if found is not None:
-                yield found
-                return
-            time.sleep(delay)
-            delay = min(PILOT_POLL_MAX_S, delay * 1.5)
+        waiting: ClaimWait | None = None
+        try:
+            while not self.claims.try_claim(claim_name(base, generation)):
+                found = self._lookup(key, warn=False)
+                if found is not None:
+                    break
+                if waiting is None:
+                    waiting = self.waits.begin(claim_name(base, generation), "n* pilot")
+                state = waiting.state()
+                if state == "deadline":
+                    from pytest_reliable.store.waits import ClaimWaitTimeout
+
+                    raise ClaimWaitTimeout(f"n* pilot of {key.nodeid}: "
+                                           f"{waiting.deadline_message()}")
+                if state == "expired":
+                    generation += 1
+                    waiting.take_over(claim_name(base, generation))
+                    continue
+                self.waits.report()
+                time.sleep(delay)
+                delay = min(PILOT_POLL_MAX_S, delay * 1.5)
+            else:
+                found = None
+        finally:
+            if waiting is not None:
+                waiting.end()
+        if found is not None:
+            yield found
+            return
         try:
             yield self._lookup(key, warn=False)
         finally:
-            self.claims.release(name)
+            self.claims.release(claim_name(base, generation))
 
 
 class NStarStore(NStarEntries):
     """The local n* store: one JSON file per key in ``directory``."""
 
-    def __init__(self, directory: Path, claims: Claims | None = None) -> None:
-        super().__init__(claims)
+    def __init__(self, directory: Path, claims: Claims | None = None,
+                 waits: ClaimWaits | None = None) -> None:
+        super().__init__(claims, waits)
         self.directory = Path(directory)
 
     def _path(self, key: NStarKey) -> Path:

@@ -54,10 +54,18 @@ from pytest_reliable.models.base import (
 )
 from pytest_reliable.pricing import Price, Spend, call_cost, max_call_usd
 from pytest_reliable.redact import redact
-from pytest_reliable.store.base import AnswerRow, Ledger, Store, StoreUnavailable, StoreWarning
+from pytest_reliable.store.base import (
+    AnswerRow,
+    Ledger,
+    Store,
+    StoreUnavailable,
+    StoreWarning,
+    claim_name,
+)
 
 if TYPE_CHECKING:
     from pytest_reliable.batch import BatchTransport, Waiting
+    from pytest_reliable.store.waits import ClaimWait
 
 log = logging.getLogger("pytest_reliable.runner")
 
@@ -134,6 +142,9 @@ class ProgressEvent:
     failed: int
     note: str | None = None
     """What the calls wait for, when they wait for another party (a batch, another process)."""
+    waiting: str = ""
+    """What the evaluation waits for, once a wait for other processes' claims is long (see
+    `store.waits`): shown on the progress line."""
 
 
 @dataclass
@@ -461,6 +472,8 @@ def run_on_call_loop(coro: Any) -> Any:
 CLAIM_POLL_FIRST_S = 0.05
 CLAIM_POLL_MAX_S = 1.0
 """How often a process waiting for another's answer looks again (growing from first to max)."""
+CLAIM_WRITE_S = 30.0
+"""What a claim's patience allows for its holder to store the answer it got."""
 BATCH_WAIT_FIRST_S = 0.2
 BATCH_WAIT_MAX_S = 30.0
 """How often a process waiting for answers another process's batch pays for looks again."""
@@ -541,12 +554,22 @@ class Runner:
         self.stats = RunStats()
         self._stopping = False
         """A call was interrupted: calls not started yet are not started."""
+        self._last_progress = ProgressEvent(0, 0, 0, 0, 0)
 
     @property
     def claim_patience(self) -> float | None:
-        """How long to wait for another process's answer to a key it claimed: the longest its
-        call may take (timeout x (retries + 1)); None (no timeout): while it holds the claim."""
-        return self.timeout * (self.max_retries + 1) if self.timeout else None
+        """How long to wait for another process's answer to a key it claimed before the claim
+        expires (SPEC section 10: the call timeout x (retries + 1)): the longest the holder's
+        call may take, its attempts (timeout and cancellation grace each) and the backoff
+        between them (a server's Retry-After included), plus its answer's write; a claim that
+        expired sooner would be taken over while its holder still calls, and paid for twice.
+        None (no timeout): while the holder holds the claim (and the run's deadline allows)."""
+        if not self.timeout:
+            return None
+        attempts = self.max_retries + 1
+        pauses = sum(max(min(self.backoff_max, self.backoff_base * 2.0 ** n), RETRY_AFTER_MAX_S)
+                     for n in range(self.max_retries))
+        return attempts * (self.timeout + CANCEL_GRACE_S) + pauses + CLAIM_WRITE_S
 
     def key(self, req: Request) -> str:
         return cache_key(self.model.identity, req.messages, req.params, req.sample_index, req.scope)
@@ -570,12 +593,10 @@ class Runner:
                 counts["cached" if res.cached else "made"] += 1
             else:
                 counts["failed"] += 1
+            self._last_progress = ProgressEvent(
+                counts["done"], total, counts["cached"], counts["made"], counts["failed"])
             if self.on_progress is not None:
-                self.on_progress(
-                    ProgressEvent(
-                        counts["done"], total, counts["cached"], counts["made"], counts["failed"]
-                    )
-                )
+                self.on_progress(self._last_progress)
 
         batched: dict[str, CallResult] = {}
 
@@ -754,8 +775,11 @@ class Runner:
     async def _obtain(self, req: Request, key: str, sem: asyncio.Semaphore) -> CallResult:
         """The answer to a key the lookup missed, paid for once across every process using the
         store: the process that holds the key's claim calls the model; another one waits, outside
-        the concurrency limit, for that answer to reach the store. It calls the model itself only
-        when the holder let go without an answer (its call failed), or after `claim_patience`."""
+        the concurrency limit, for that answer to reach the store. It calls the model itself when
+        the holder let go without an answer (its call failed), or when the claim expired (see
+        `claim_patience` and `store.waits`: then under the claim's next generation, so one
+        waiter does). The run's waiting time is bounded (``--reliable-wait-timeout``): past it
+        the cell is an error naming who holds its claim."""
         store = self.cache
         if store is not None and store.replay_only:
             msg = miss_message(req.scope or self.context, req.messages)
@@ -763,28 +787,46 @@ class Runner:
         if store is None or not store.reads:  # record mode all: every process calls again
             async with sem:
                 return await self._call(req, key)
-        loop = asyncio.get_running_loop()
-        patience = self.claim_patience
-        waiting_since: float | None = None
+        generation = 0
+        waiting: ClaimWait | None = None
         delay = CLAIM_POLL_FIRST_S
-        while True:
-            async with sem:
-                claim = await asyncio.to_thread(store.claim, key)
-                if claim.answer is not None:
-                    return CallResult(claim.answer, cached=True)
-                if claim.held:
-                    try:
-                        return await self._call(req, key)
-                    finally:
-                        await asyncio.shield(asyncio.to_thread(store.release, key))
-                if (waiting_since is not None and patience is not None
-                        and loop.time() - waiting_since > patience):
-                    log.debug("waited %.0f s for another process's answer: calling", patience)
-                    return await self._call(req, key)
-            if waiting_since is None:
-                waiting_since = loop.time()
-            await asyncio.sleep(delay)
-            delay = min(CLAIM_POLL_MAX_S, delay * 1.5)
+        try:
+            while True:
+                async with sem:
+                    claim = await asyncio.to_thread(store.claim, key, generation)
+                    if claim.answer is not None:
+                        return CallResult(claim.answer, cached=True)
+                    if claim.held:
+                        if waiting is not None:
+                            waiting.end()
+                        try:
+                            return await self._call(req, key)
+                        finally:
+                            await asyncio.shield(asyncio.to_thread(store.release, key, generation))
+                if waiting is None:
+                    waiting = store.waits.begin(claim_name(key, generation), "answer",
+                                                self.claim_patience)
+                state = await asyncio.to_thread(waiting.state)
+                if state == "deadline":
+                    return CallResult(None, False, "error", waiting.deadline_message())
+                if state == "expired":
+                    generation += 1
+                    await asyncio.to_thread(waiting.take_over, claim_name(key, generation))
+                    continue
+                self._say_waiting(store.waits.report())
+                await asyncio.sleep(delay)
+                delay = min(CLAIM_POLL_MAX_S, delay * 1.5)
+        finally:
+            if waiting is not None:
+                waiting.end()
+
+    def _say_waiting(self, said: str | None) -> None:
+        """A long wait for other processes' claims, on the progress line (it is logged too)."""
+        if said is None or self.on_progress is None:
+            return
+        last = self._last_progress
+        self.on_progress(ProgressEvent(last.done, last.total, last.cached, last.made, last.failed,
+                                       waiting=said))
 
     def _reservation(self, req: Request, *, batch: bool = False) -> float:
         """The most one attempt of ``req`` may cost (reserved from a USD budget)."""
@@ -1114,6 +1156,7 @@ class Runner:
         failures = [
             self.cache.take_store_failure() if self.cache is not None else None,
             self.budget.take_failure() if self.budget is not None else None,
+            self.cache.waits.take_summary() if self.cache is not None else None,
         ]
         for failure in failures:
             if failure is not None:

@@ -4,6 +4,7 @@ claims that die with their holder, answers kept through a failing database, vers
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -12,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +23,9 @@ import pytest
 
 from pytest_reliable.models.base import ModelResponse, SamplingParams
 from pytest_reliable.nstar_store import NStarEntry, NStarKey
-from pytest_reliable.runner import Request, Runner
-from pytest_reliable.store import LocalStore, Store, StoreUsageError
-from pytest_reliable.testing.postgres import TemporaryPostgres
+from pytest_reliable.runner import ProgressEvent, Request, Runner
+from pytest_reliable.store import Claim, LocalStore, Store, StoreUsageError, StoreWarning
+from pytest_reliable.testing.postgres import PASSWORD, TemporaryPostgres
 
 KEY = NStarKey("t.py::test_a", "s" * 64, "d" * 64, "local:x", "ilr", 0.01, 0.1, 0, 100)
 ENTRY = NStarEntry(n_star=12, reliable=True, achievable_eps=0.004, n_star_paper=9)
@@ -39,13 +41,13 @@ class Backend:
     server: TemporaryPostgres | None = None
     handles: list[Store] = field(default_factory=list)
 
-    def open(self, record_mode: str = "new") -> Store:
+    def open(self, record_mode: str = "new", wait_timeout: float | None = None) -> Store:
         if self.kind == "sqlite":
-            store: Store = LocalStore(Path(self.where), record_mode)
+            store: Store = LocalStore(Path(self.where), record_mode, wait_timeout=wait_timeout)
         else:
             from pytest_reliable.store.postgres import PostgresStore
 
-            store = PostgresStore(self.where, record_mode, wait_s=1.0)
+            store = PostgresStore(self.where, record_mode, wait_s=1.0, wait_timeout=wait_timeout)
         self.handles.append(store)
         return store
 
@@ -394,3 +396,573 @@ def test_a_pending_batch_id_outlives_the_process_that_sent_it(backend: Backend) 
     assert backend.open().pending_batch("model:0:abc") == "batch-8"
     later.forget_batch("model:0:abc")
     assert backend.open().pending_batch("model:0:abc") is None
+
+
+# -- durability: an answer counted as stored survives a crash right after -------------------------
+PUTTER = textwrap.dedent("""
+    import sys, threading
+    from pathlib import Path
+    from pytest_reliable.models.base import ModelResponse
+    kind, where = sys.argv[1], sys.argv[2]
+    if kind == "sqlite":
+        from pytest_reliable.store import LocalStore
+        store = LocalStore(Path(where))
+    else:
+        from pytest_reliable.store.postgres import PostgresStore
+        store = PostgresStore(where)
+    said = threading.Lock()
+
+    def put(thread):
+        for i in range(10**6):
+            key = f"t{thread}-{i}"
+            if store.put(key, ModelResponse(f"answer {key}")):
+                with said:  # acknowledged: the plugin counts it as stored now
+                    print(key, flush=True)
+
+    for thread in range(4):
+        threading.Thread(target=put, args=(thread,), daemon=True).start()
+    threading.Event().wait()
+""")
+
+
+def acknowledged_then_crash(backend: Backend, crash: Callable[[subprocess.Popen[str]], None],
+                            count: int = 300) -> set[str]:
+    """Start a process that puts answers from 4 threads and says each one once `put` returned;
+    crash (``crash(process)``) once ``count`` were said; the keys said."""
+    putter = subprocess.Popen([sys.executable, "-c", PUTTER, backend.kind, backend.where],
+                              stdout=subprocess.PIPE, text=True)
+    assert putter.stdout is not None
+    said = set()
+    try:
+        for line in putter.stdout:
+            said.add(line.strip())
+            if len(said) >= count:
+                break
+        crash(putter)
+    finally:
+        putter.kill()
+        putter.wait(30)
+    return said | {line.strip() for line in putter.stdout.read().splitlines() if line.strip()}
+
+
+def test_answers_acknowledged_survive_the_database_crashing_right_after(
+    postgres_server: TemporaryPostgres, postgres_url: str
+) -> None:
+    """``pg_ctl stop -m immediate`` (a crash: no checkpoint, no flush of what the server holds in
+    memory) the moment answers were acknowledged: after the restart none is missing."""
+    backend = Backend("postgresql", postgres_url, postgres_server)
+    backend.open().close()  # the schema, as a run's start-up makes it
+
+    def crash(putter: subprocess.Popen[str]) -> None:
+        postgres_server.stop_server("immediate")
+        putter.kill()
+
+    try:
+        said = acknowledged_then_crash(backend, crash)
+    finally:
+        postgres_server.start()
+    stored = {row[0] for row in postgres_server.execute(
+        postgres_url.rsplit("/", 1)[1], "SELECT key FROM reliable_answers")}
+    assert len(said) >= 300
+    assert said - stored == set(), f"{len(said - stored)} acknowledged answers were lost"
+
+
+def test_answers_acknowledged_survive_the_process_killed_right_after(tmp_path: Path) -> None:
+    backend = Backend("sqlite", str(tmp_path / "cache.sqlite"))
+    backend.open().close()
+    said = acknowledged_then_crash(backend, lambda putter: os.kill(putter.pid, signal.SIGKILL))
+    stored = {row.key for batch in backend.open("none").rows() for row in batch}
+    assert len(said) >= 300 and said - stored == set()
+
+
+def test_answers_put_together_share_one_commit(backend: Backend) -> None:
+    """A group commit: answers that arrive at once from several threads are written in fewer
+    transactions than answers, each thread returning once its own answer is committed."""
+    store = backend.open()
+    barrier = threading.Barrier(8)
+
+    def put(thread: int) -> None:
+        barrier.wait()
+        for i in range(25):
+            store.put(f"k{thread}-{i}", answer(f"{thread} {i}"))
+            assert store.get_many([f"k{thread}-{i}"])  # served, and written by now:
+            assert store.unstored == 0 or f"k{thread}-{i}" not in store._pending
+
+    threads = [threading.Thread(target=put, args=(t,)) for t in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert store.unstored == 0
+    assert backend.open().count() == 200
+    assert store.commits < 200
+
+
+# -- paid for once: the claim protocol's races ------------------------------------------------------
+def test_a_claim_is_held_until_its_answer_is_written(backend: Backend) -> None:
+    """The holder's database refused its answer (kept in memory): letting go of the claim then
+    would make the next claimer find nothing and pay again. The claim goes once it is written."""
+    from pytest_reliable.store import StoreUnavailable
+
+    holder, other = backend.open(), backend.open()
+    assert holder.claim("key").held
+
+    def refuse(rows: Any, *, replace: bool) -> None:
+        raise StoreUnavailable("disk full")
+
+    holder._write = refuse  # type: ignore[method-assign]
+    holder.put("key", answer("paid"))
+    assert holder.unstored == 1
+    holder.release("key")
+    claim = other.claim("key")
+    assert not claim.held and claim.answer is None  # still the holder's: the other one waits
+    del holder._write  # the database takes answers again
+    assert holder.flush() == 0
+    assert other.claim("key") == Claim(held=False, answer=answer("paid"))
+    assert eventually(lambda: other.claims.try_claim("key"))  # and the claim was let go
+    other.claims.release("key")
+
+
+def test_an_answer_stored_while_a_claim_is_taken_is_found(
+    postgres_server: TemporaryPostgres, postgres_url: str
+) -> None:
+    """The look for a stored answer must see an answer stored just before the claim was granted.
+    Here granting it takes 0.6 s on the server (a slowed pg_try_advisory_lock, found first on
+    the waiter's search path), and meanwhile the holder stores its answer and lets go: a look
+    whose snapshot predates the lock (one statement with it) misses it, and pays again."""
+    from pytest_reliable.store.postgres import PostgresStore
+
+    PostgresStore(postgres_url).close()  # the schema
+    dbname = database_of(postgres_url)
+    postgres_server.execute(dbname, "CREATE SCHEMA slow")
+    postgres_server.execute(
+        dbname, "CREATE FUNCTION slow.pg_try_advisory_lock(key bigint) RETURNS boolean "
+        "LANGUAGE plpgsql VOLATILE AS $$ BEGIN PERFORM pg_sleep(0.6); "
+        "RETURN pg_catalog.pg_try_advisory_lock(key); END $$")
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THEN_PAY, postgres_url],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    waiter = PostgresStore(f"{postgres_url}?options=-csearch_path%3Dpublic,slow,pg_catalog")
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout.readline().strip() == "held"
+        holder.stdin.write("go\n")
+        holder.stdin.flush()  # it stores its answer and lets go 0.2 s from now
+        claim = waiter.claim("key")
+        assert holder.stdout.readline().strip() == "paid"
+        assert claim == Claim(held=False, answer=answer("paid once"))
+    finally:
+        holder.kill()
+        holder.wait(10)
+        waiter.close()
+
+
+HOLD_THEN_PAY = textwrap.dedent("""
+    import sys, time
+    from pytest_reliable.models.base import ModelResponse
+    from pytest_reliable.store.postgres import PostgresStore
+    store = PostgresStore(sys.argv[1])
+    assert store.claim("key").held
+    print("held", flush=True)
+    sys.stdin.readline()
+    time.sleep(0.2)
+    store.put("key", ModelResponse("paid once"))
+    assert store.unstored == 0
+    store.release("key")
+    print("paid", flush=True)
+    time.sleep(60)
+""")
+
+
+def database_of(url: str) -> str:
+    return url.rsplit("/", 1)[1].split("?")[0]
+
+
+class Flaky:
+    """A model whose first ``failures`` attempts per prompt are refused with a Retry-After: its
+    calls take long with every attempt quick (the pauses are the server's)."""
+
+    identity = "flaky"
+    max_concurrency = None
+
+    def __init__(self, failures: int, retry_after: float = 1.0) -> None:
+        self.failures = failures
+        self.retry_after = retry_after
+        self.attempts: dict[str, int] = {}
+        self.answered: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.started = threading.Event()
+
+    async def acomplete(self, messages: Any, params: SamplingParams) -> ModelResponse:
+        from pytest_reliable.models.base import ModelCallError
+
+        prompt = messages[-1]["content"]
+        with self.lock:
+            self.attempts[prompt] = self.attempts.get(prompt, 0) + 1
+            refused = self.attempts[prompt] <= self.failures
+            if not refused:
+                self.answered[prompt] = self.answered.get(prompt, 0) + 1
+        self.started.set()
+        if refused:
+            raise ModelCallError("429 slow down", retryable=True, retry_after=self.retry_after)
+        return ModelResponse(f"answer to {prompt}")
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_a_claim_does_not_expire_while_its_holder_waits_out_a_retry(tmp_path: Path) -> None:
+    """The holder's call takes 2 s (two Retry-After pauses of 1 s) with a 0.2 s timeout and two
+    retries: a claim that expired after timeout x (retries + 1) = 0.6 s would be taken over by
+    the waiter while the holder still calls, and the key paid twice."""
+    backend = Backend("sqlite", str(tmp_path / "cache.sqlite"))
+    model = Flaky(failures=2)
+    request = [Request.of([("user", "the key")], SamplingParams())]
+    results: dict[str, Any] = {}
+
+    def run(name: str) -> None:
+        runner = Runner(model, backend.open(), timeout=0.2, max_retries=2, backoff_base=0.01,
+                        backoff_max=0.05)
+        results[name] = runner.run(request)[0]
+
+    holder = threading.Thread(target=run, args=("holder",))
+    holder.start()
+    assert model.started.wait(10)
+    run("waiter")
+    holder.join(30)
+    assert model.answered == {"the key": 1}
+    assert results["holder"].status == "ok" and not results["holder"].cached
+    assert results["waiter"].status == "ok" and results["waiter"].cached
+    for store in backend.handles:
+        store.close()
+
+
+# -- waiting for other processes' claims: one deadline for the run, said while it lasts -----------
+HOLD_KEYS = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    kind, where, *names = sys.argv[1:]
+    if kind == "sqlite":
+        from pytest_reliable.store import LocalStore
+        store = LocalStore(Path(where))
+    else:
+        from pytest_reliable.store.postgres import PostgresStore
+        store = PostgresStore(where)
+    assert all(store.claims.try_claim(name) for name in names)
+    print("held", flush=True)
+    time.sleep(120)  # alive, holding, never answering: a frozen host, as its waiters see it
+""")
+
+
+@contextlib.contextmanager
+def frozen_holder(backend: Backend, names: list[str]) -> Iterator[int]:
+    """A process holding the claims ``names`` and doing nothing more; its pid."""
+    backend.open().close()  # the schema first
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_KEYS, backend.kind, backend.where,
+                               *names], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+class Counted:
+    """A model that answers at once and counts its answers per prompt."""
+
+    identity = "counted"
+    max_concurrency = None
+
+    def __init__(self) -> None:
+        self.answered: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    async def acomplete(self, messages: Any, params: SamplingParams) -> ModelResponse:
+        prompt = messages[-1]["content"]
+        with self.lock:
+            self.answered[prompt] = self.answered.get(prompt, 0) + 1
+        return ModelResponse(f"answer to {prompt}")
+
+    async def aclose(self) -> None:
+        pass
+
+
+def questions(count: int) -> list[Request]:
+    return [Request.of([("user", f"question {i}")], SamplingParams()) for i in range(count)]
+
+
+def test_a_frozen_holder_costs_one_patience_not_one_per_claim(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A holder that never answers: its first claim a waiter meets expires after the patience
+    (2 s here) and is taken over, by one waiter of two; every other claim it holds expires at
+    once, so four tests waiting on it one after the other cost one patience, not four."""
+    monkeypatch.setattr(Runner, "claim_patience", property(lambda self: 2.0))
+    model = Counted()
+    requests = questions(4)
+    keys = [Runner(model, None).key(r) for r in requests]
+    with frozen_holder(backend, keys) as pid, warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        store, other = backend.open(), backend.open()
+        began = time.monotonic()
+        both = [threading.Thread(target=lambda s=s: Runner(model, s).run(requests[:1]))
+                for s in (store, other)]
+        for thread in both:
+            thread.start()
+        for thread in both:
+            thread.join(30)
+        results = [Runner(model, store).run([r])[0] for r in requests[1:]]
+        took = time.monotonic() - began
+    assert model.answered == {f"question {i}": 1 for i in range(4)}  # the takeover: one waiter
+    assert all(r.status == "ok" for r in results)
+    assert 2.0 <= took < 7.0, took  # one patience (2 s) and a few looks, not 4 x 2 s
+    summaries = [str(w.message) for w in said if "expired without an answer" in str(w.message)]
+    assert summaries and all(f"pid {pid}" in text for text in summaries), summaries
+
+
+def test_the_run_waits_for_claims_until_its_deadline_then_says_who_holds_them(
+    backend: Backend,
+) -> None:
+    model = Counted()
+    requests = questions(2)
+    keys = [Runner(model, None).key(r) for r in requests]
+    with frozen_holder(backend, keys) as pid:
+        store = backend.open(wait_timeout=1.5)
+        began = time.monotonic()
+        first = Runner(model, store).run(requests[:1])[0]
+        waited = time.monotonic() - began
+        second = Runner(model, store).run(requests[1:])[0]
+        after = time.monotonic() - began - waited
+    assert model.answered == {}  # nothing paid: the holder may still answer them
+    assert 1.5 <= waited < 5.0 and after < 1.0  # the deadline is the run's, not each key's
+    for result in (first, second):
+        assert result.status == "error" and result.error is not None
+        assert "--reliable-wait-timeout 1.5 s for the whole run" in result.error
+    assert f"pid {pid}" in (first.error or "")
+
+
+def test_a_pilot_waits_within_the_runs_deadline(backend: Backend) -> None:
+    from pytest_reliable.store.waits import ClaimWaitTimeout
+
+    with frozen_holder(backend, [f"n*:{KEY.digest()}"]) as pid:
+        store = backend.open(wait_timeout=1.0)
+        with pytest.raises(ClaimWaitTimeout, match="n\\* pilot of t.py::test_a") as info, \
+                store.nstar.pilot(KEY):
+            pytest.fail("no pilot may run while another process holds its claim")
+    assert "--reliable-wait-timeout 1 s" in str(info.value) and f"pid {pid}" in str(info.value)
+
+
+def test_a_long_wait_says_what_it_waits_for_and_who_holds_it(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_reliable.store import waits
+    from pytest_reliable.store.claims import this_host
+
+    monkeypatch.setattr(waits, "FIRST_REPORT_S", 0.3)
+    monkeypatch.setattr(waits, "HOLDERS_EVERY_S", 0.2)
+    events: list[ProgressEvent] = []
+    model = Counted()
+    requests = questions(3)
+    keys = [Runner(model, None).key(r) for r in requests]
+    with frozen_holder(backend, keys) as pid:
+        store = backend.open(wait_timeout=2.0)
+        Runner(model, store, on_progress=events.append).run(requests)
+    said = [event.waiting for event in events if event.waiting]
+    assert len(said) == 1, said  # once per minute at most
+    assert "waiting for 3 answers other processes claimed" in said[0]
+    holder = f"host {this_host()} pid {pid}" if backend.kind == "postgresql" else f"pid {pid}"
+    assert f"{holder}" in said[0] and " holds 3" in said[0], said[0]
+    assert "--reliable-wait-timeout 2 s" in said[0]
+
+
+# -- start-up: the schema the store writes, checked -------------------------------------------------
+def test_a_table_of_the_same_name_that_is_not_the_stores_stops_the_run(
+    postgres_server: TemporaryPostgres, postgres_url: str
+) -> None:
+    """Else the run passes its start-up check, then pays for every call and stores none."""
+    from pytest_reliable.store.postgres import PostgresStore
+
+    dbname = database_of(postgres_url)
+    postgres_server.execute(dbname, "CREATE TABLE reliable_answers (key TEXT PRIMARY KEY, "
+                                    "value TEXT)")
+    for mode in ("new", "none"):
+        with pytest.raises(StoreUsageError) as info:
+            PostgresStore(postgres_url, mode).close()
+        message = str(info.value)
+        assert "table reliable_answers in database" in message and "is not the store's" in message
+        assert "text bytea" in message and "key text, value text" in message
+        assert "a database of its own" in message and PASSWORD not in message
+    # all the store's columns, and one more it does not fill: found by the write tried at start-up
+    postgres_server.execute(dbname, "DROP TABLE reliable_answers")
+    PostgresStore(postgres_url).close()
+    postgres_server.execute(dbname, "ALTER TABLE reliable_answers ADD COLUMN owner TEXT NOT NULL")
+    with pytest.raises(StoreUsageError, match="table reliable_answers .* does not take the "
+                                              "store's rows .*owner"):
+        PostgresStore(postgres_url).close()
+
+
+def test_a_user_who_may_not_write_the_store_is_told_at_start_up(
+    postgres_server: TemporaryPostgres, postgres_url: str
+) -> None:
+    from pytest_reliable.store.postgres import PostgresStore
+
+    PostgresStore(postgres_url).close()  # made by its owner
+    dbname = database_of(postgres_url)
+    postgres_server.execute(dbname, "DROP ROLE IF EXISTS reader")
+    postgres_server.execute(dbname, "CREATE ROLE reader LOGIN PASSWORD 'reader-pw-5521'")
+    postgres_server.execute(dbname, "GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader")
+    url = postgres_url.replace(f"{postgres_server.user}:{PASSWORD}", "reader:reader-pw-5521")
+    with pytest.raises(StoreUsageError) as info:
+        PostgresStore(url).close()
+    message = str(info.value)
+    assert "user reader may not write table reliable_answers" in message, message
+    assert "GRANT SELECT, INSERT, UPDATE, DELETE ON reliable_answers" in message
+    assert "reader-pw-5521" not in message
+    PostgresStore(url, "none").close()  # replaying needs only SELECT
+    postgres_server.execute(dbname, "GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "
+                                    "public TO reader")
+    store = PostgresStore(url)
+    assert store.put("k", answer("stored by a user who may write rows, not tables"))
+    store.close()
+
+
+def test_a_local_cache_whose_responses_table_is_not_ours_is_refused(tmp_path: Path) -> None:
+    import sqlite3
+
+    from pytest_reliable.store import check_cache_path
+
+    path = tmp_path / "cache.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        db.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, body TEXT)")
+    db.close()
+    for mode in ("new", "none"):
+        with pytest.raises(StoreUsageError, match="text, logprobs, .* missing; it has key, body"):
+            check_cache_path(path, mode)
+
+
+# -- clocks: a host whose clock is wrong changes nothing --------------------------------------------
+def test_a_worker_whose_clock_is_ahead_keeps_the_runs_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker two days ahead opening the local ledger used to drop the rows it thought older
+    than a day, the run's own included: the budget started again from zero."""
+    from pytest_reliable.store import SqliteLedger, local
+
+    path = tmp_path / "budget.sqlite"
+    first = SqliteLedger(path, "run-1")
+    assert sum(first.reserve(10, None) for _ in range(6)) == 6
+    ahead = time.time() + 2 * 86400
+    monkeypatch.setattr(time, "time", lambda: ahead)
+    second = SqliteLedger(path, "run-1")  # another xdist worker of the run, its clock ahead
+    assert sum(second.reserve(10, None) for _ in range(6)) == 4  # 10 calls for the run, not 16
+    assert first.totals() == second.totals() == (10, 0, 2)
+    for ledger in (first, second):
+        ledger.close()
+    # only the oldest runs beyond the newest LEDGER_ROWS_KEPT go, by insertion order
+    monkeypatch.setattr(local, "LEDGER_ROWS_KEPT", 10)
+    for i in range(15):
+        later = SqliteLedger(path, f"later-{i}")
+        assert later.totals() == (0, 0, 0)
+        later.close()
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        kept = [row[0] for row in db.execute("SELECT run FROM budget ORDER BY rowid")]
+    db.close()
+    assert kept == [f"later-{i}" for i in range(5, 15)]
+
+
+def test_kept_reports_are_in_the_order_the_server_kept_them(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The history orders runs by when the store kept them: by the server's clock, so a host
+    whose clock is a day ahead does not put its run after the next ones."""
+    from pytest_reliable.store.postgres import PostgresStore
+
+    store = PostgresStore(postgres_url)
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 86400)
+    store.keep_report("run-1", "a", None, "m", None, '{"n": 1}')
+    monkeypatch.setattr(time, "time", real)
+    store.keep_report("run-2", "a", None, "m", None, '{"n": 2}')
+    assert store.kept_reports() == ['{"n": 1}', '{"n": 2}']
+    store.close()
+
+
+# -- a database restart: claims wait for it, are taken back, and the store writes again at once ----
+def test_claims_wait_for_a_database_that_restarts_and_are_taken_back(
+    postgres_server: TemporaryPostgres, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_reliable.store import claims, postgres
+
+    monkeypatch.setattr(claims, "LOST_GRACE_S", 1.0)
+    monkeypatch.setattr(postgres, "SETTLE_S", 1.0)
+    backend = Backend("postgresql", postgres_url, postgres_server)
+    store = backend.open()
+    assert store.claim("mine").held
+    postgres_server.stop_server()
+    try:
+        # for a moment the claim waits (a restart takes seconds), instead of going local
+        assert store.claim("during") == Claim(held=False)
+        time.sleep(1.1)
+        assert store.claim("later").held  # then local to this process, said once
+        assert store.claims.degraded is not None
+    finally:
+        postgres_server.start()
+    # reconnected: the claims this process holds are taken back at once, and new ones wait a
+    # moment (other processes take back theirs), then are taken
+    assert store.claim("after") == Claim(held=False)
+    time.sleep(1.1)
+    assert store.claim("after").held
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_KEYS, "postgresql", postgres_url,
+                               "mine", "later"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        line = holder.stdout.readline()
+        assert line.strip() != "held", "another host got claims this process still holds"
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+def test_the_store_writes_again_as_soon_as_a_restarted_database_is_back(
+    postgres_server: TemporaryPostgres, postgres_url: str
+) -> None:
+    """The driver's pool waits ever longer between its reconnection attempts: without a fresh
+    pool the answers of the seconds after a restart stay in memory, and other hosts pay."""
+    backend = Backend("postgresql", postgres_url, postgres_server)
+    store = backend.open()
+    assert store.put("before", answer("stored"))
+    postgres_server.stop_server()
+    try:
+        time.sleep(4.0)  # the pool's attempts: after 1, 2 and 4 s...
+    finally:
+        postgres_server.start()
+    began = time.monotonic()
+    assert store.put("after", answer("stored at once")), store.take_store_failure()
+    assert time.monotonic() - began < 3.0
+    assert backend.open().get_many(["before", "after"]) == {
+        "before": answer("stored"), "after": answer("stored at once")}
+
+
+def test_a_pilot_claimed_by_a_holder_found_frozen_is_taken_over(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pilot has no patience of its own (it takes as long as it takes), but a holder one of
+    whose answer claims expired is unresponsive: its pilot is taken over at once."""
+    monkeypatch.setattr(Runner, "claim_patience", property(lambda self: 1.0))
+    model = Counted()
+    request = questions(1)
+    with frozen_holder(backend, [Runner(model, None).key(request[0]),
+                                 f"n*:{KEY.digest()}"]):
+        store = backend.open(wait_timeout=30.0)
+        with pytest.warns(StoreWarning, match="1 claim of other processes expired"):
+            assert Runner(model, store).run(request)[0].status == "ok"  # taken over
+        began = time.monotonic()
+        with store.nstar.pilot(KEY) as stored:
+            assert stored is None  # this process runs the pilot
+            store.nstar.put(KEY, ENTRY)
+        assert time.monotonic() - began < 5.0
+    assert backend.open().nstar.get(KEY) == ENTRY

@@ -129,7 +129,87 @@ def test_without_the_postgres_extra_the_fix_is_named(tmp_path: Path) -> None:
             "from pytest_reliable.__main__ import main; sys.exit(main(sys.argv[1:]))")
     done = subprocess.run([sys.executable, "-c", hide, "cache", "import", str(good), "--store",
                            "postgresql://u:pw-secret@127.0.0.1:1/db"], capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, check=False)
     assert done.returncode == 2, done.stderr
     assert 'pip install "pytest-reliable[postgres]"' in done.stderr
     assert "pw-secret" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_rows_that_are_not_answers_are_left_out_and_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cache file another tool touched: a text that is not UTF-8, a NULL text, token counts
+    and a latency that are not numbers, log-probabilities that are not JSON. The merge copies
+    what is an answer, says what it left out and why, and never turns NULL into ''."""
+    source = tmp_path / "touched.sqlite"
+    with sqlite3.connect(source) as db:  # as an older tool made it: its text may be NULL
+        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        db.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, text TEXT, logprobs TEXT, "
+                   "prompt_tokens INTEGER, completion_tokens INTEGER, latency_s REAL, extra TEXT,"
+                   " model TEXT, meta TEXT, created REAL)")
+        insert = ("INSERT INTO responses(key, text, logprobs, prompt_tokens, completion_tokens, "
+                  "latency_s, extra, model, meta, created) VALUES (?, ?, ?, ?, ?, ?, '{}', 'm', "
+                  "'{}', ?)")
+        db.execute(insert, ("good", "fine", None, 1, 1, 0.5, 0))
+        db.execute(insert.replace("?, ?, ?, ?", "?, CAST(X'ff61' AS TEXT), ?, ?", 1),
+                   ("not-utf8", None, 1, 1, 0.5, 0))
+        db.execute(insert, ("null-text", None, None, 1, 1, 0.5, 0))
+        db.execute(insert, ("numbers", "kept", None, "many", "xyz", "slow", "yesterday"))
+        db.execute(insert, ("broken-json", "text", "[{", 1, 1, 0.5, 0))
+    db.close()
+    merged = tmp_path / "merged.sqlite"
+    code, text = run(capsys, "cache", "merge", str(source), "-o", str(merged))
+    assert code == 0, text
+    assert "Traceback" not in text
+    assert stored(merged) == {"good": "fine", "numbers": "kept"}
+    assert "3 rows left out, not answers" in text
+    for why in ("key not-utf8: its text is not UTF-8", "key null-text: its text is NULL",
+                "key broken-json: its log-probabilities or extras are not JSON"):
+        assert why in text, text
+    with LocalStore(merged, "none") as replay:
+        assert replay.get("numbers") == ModelResponse("kept")  # its numbers read as unknown
+        assert replay.get("null-text") is None
+
+
+RSS_PROBE = """
+import sys
+from pathlib import Path
+from pytest_reliable.__main__ import main
+from pytest_reliable.store.cli import run_cache  # imported before the baseline
+
+def peak_kb():  # VmHWM: this process's peak resident memory (ru_maxrss counts the parent's too)
+    status = Path("/proc/self/status").read_text()
+    return int(next(l for l in status.splitlines() if l.startswith("VmHWM:")).split()[1])
+
+before = peak_kb()
+code = main(sys.argv[1:])
+print(f"RSS {code} {before} {peak_kb()}", file=sys.stderr)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("command", ["merge", "export"])
+def test_cache_commands_hold_a_few_megabytes_of_answers_not_the_store(
+    tmp_path: Path, command: str, request: pytest.FixtureRequest
+) -> None:
+    """120 MB of answers (30 of 4 MB) go through in bounded chunks: the command's peak memory
+    grows by far less than the store (it held 2,000 answers at once before)."""
+    big = {f"k{i:02d}": f"{i:02d}" + "x" * (4 * 1024 * 1024) for i in range(30)}
+    source = make_cache(tmp_path / "big.sqlite", big)
+    if command == "merge":
+        argv = ["cache", "merge", str(source), "-o", str(tmp_path / "merged.sqlite")]
+        out = tmp_path / "merged.sqlite"
+    else:
+        url = request.getfixturevalue("postgres_url")
+        main(["cache", "import", str(source), "--store", url])
+        argv = ["cache", "export", "--store", url, "-o", str(tmp_path / "exported.sqlite")]
+        out = tmp_path / "exported.sqlite"
+    done = subprocess.run([sys.executable, "-c", RSS_PROBE, *argv], capture_output=True,
+                          text=True, timeout=300, check=False)
+    line = next(line for line in done.stderr.splitlines() if line.startswith("RSS "))
+    code, before, after = (int(v) for v in line.split()[1:])
+    assert code == 0, done.stdout + done.stderr
+    grown_mb = (after - before) / 1024
+    assert grown_mb < 60, f"{grown_mb:.0f} MB more at the peak for 120 MB of answers"
+    assert len(stored(out)) == 30

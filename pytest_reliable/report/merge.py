@@ -88,6 +88,8 @@ BLOCKING_OUTCOMES = frozenset(PYTEST_OUTCOMES) - NOT_BLOCKING
 PASSING_OUTCOMES = frozenset({"passed", "xpassed"})
 """Outcomes of a test whose body and gate passed: its verdict is ``passed``, and only theirs."""
 COST_NUMBERS = ("usd", "prompt_tokens", "completion_tokens", "cached_usd_saved")
+UNKNOWN_WHEN_UNPRICED = ("usd", "cached_usd_saved")
+"""The cost numbers that are null when some model had no price (``priced`` false)."""
 UNEDITED = "merge the reports pytest wrote, unedited (or run the shard again)"
 SHOWN_MISSING = 10
 """Missing tests named in the error (the rest are counted)."""
@@ -237,6 +239,8 @@ def check_shard(path: Path, shard: ReportDocument) -> None:
     if cost is not None:
         for name in COST_NUMBERS:
             value = cost.get(name)
+            if value is None and name in UNKNOWN_WHEN_UNPRICED and cost.get("priced") is False:
+                continue  # a model without a price: its spend is unknown, not zero
             if not _is_number(value) or value < 0:
                 raise ShardMismatch(f"{path}: cost.{name} is {_shown(value)}, not a number >= 0: "
                                     f"{UNEDITED}.")
@@ -345,27 +349,21 @@ def _shard_cost(shard: ReportDocument) -> CostEntry:
     """What the shard paid: its top-level ``cost`` (checked by `check_shard`), else (a report
     of an earlier version) its tests' costs added up."""
     cost = shard.get("cost")
-    if cost is None:
-        return _as_cost(total_cost(shard["tests"]))
-    return _as_cost({name: cost.get(name) for name in (*COST_NUMBERS, "estimated")})
+    return _as_cost(total_cost(shard["tests"]) if cost is None else cost)
 
 
 def _added_up(costs: Iterable[CostEntry]) -> CostEntry:
-    total: dict[str, Any] = {"usd": 0.0, "prompt_tokens": 0, "completion_tokens": 0,
-                             "cached_usd_saved": 0.0, "estimated": False}
-    for cost in costs:
-        for name in COST_NUMBERS:
-            total[name] += cost[name]  # type: ignore[literal-required]
-        total["estimated"] = total["estimated"] or cost["estimated"]
-    total["usd"] = round(total["usd"], 6)
-    total["cached_usd_saved"] = round(total["cached_usd_saved"], 6)
-    return _as_cost(total)
+    """The shards' costs added up as a report adds up its tests' (`total_cost`): unknown (null)
+    where some shard's is."""
+    return _as_cost(total_cost([{"cost": dict(cost)} for cost in costs]))  # type: ignore[misc]
 
 
 def _as_cost(values: Mapping[str, Any]) -> CostEntry:
     return {"usd": values["usd"], "prompt_tokens": values["prompt_tokens"],
             "completion_tokens": values["completion_tokens"],
-            "cached_usd_saved": values["cached_usd_saved"], "estimated": values["estimated"]}
+            "cached_usd_saved": values["cached_usd_saved"], "estimated": values["estimated"],
+            "priced": values.get("priced", True),
+            "unpriced_models": list(values.get("unpriced_models") or [])}
 
 
 # -- the tests the gate must have -------------------------------------------------------------

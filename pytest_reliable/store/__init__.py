@@ -86,6 +86,8 @@ class StoreConfig:
     """``--reliable-no-cache``: local answers in memory for this run only."""
     budget: bool = False
     """A budget is set: its ledger is checked at start-up too."""
+    wait_timeout: float | None = None
+    """``--reliable-wait-timeout``: the run's deadline for waiting on other processes' claims."""
 
     @property
     def budget_path(self) -> Path:
@@ -99,6 +101,7 @@ class StoreConfig:
             record_mode=settings.record, cache_path=settings.cache_path,
             nstar_dir=settings.store_dir, url=settings.store_url, in_memory=settings.no_cache,
             budget=bool(settings.budget_calls or settings.budget_tokens or settings.budget_usd),
+            wait_timeout=settings.wait_timeout,
         )
 
 
@@ -125,12 +128,13 @@ def open_store(config: StoreConfig) -> Store:
             )
         from pytest_reliable.store.postgres import PostgresStore
 
-        return PostgresStore(config.url, config.record_mode)
+        return PostgresStore(config.url, config.record_mode, wait_timeout=config.wait_timeout)
     return LocalStore(
         None if config.in_memory else config.cache_path,
         "new" if config.in_memory else config.record_mode,
         budget_path=config.budget_path,
         nstar_dir=config.nstar_dir,
+        wait_timeout=config.wait_timeout,
     )
 
 

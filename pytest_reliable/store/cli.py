@@ -9,7 +9,10 @@ For teams whose machines share no server, only CI artifacts (SPEC section 10):
 
 Every copy is insert-or-ignore: an answer already there stays, and a different answer for the same
 key (two machines that sampled one key apart) keeps the first and is counted. Bad input is named
-with the fix and exits 2; nothing is half-written (each batch is one transaction).
+with the fix and exits 2; nothing is half-written (each batch is one transaction). A stored row
+that is not an answer (its text NULL or not UTF-8, its JSON fields broken) is left out and
+counted with why; numbers that are not numbers are copied as unknown. Answers stream through in
+chunks of a few megabytes (`base.CHUNK_BYTES`), whatever the size of the store.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ class Copied:
     """Already there with the same answer."""
     conflicting: int = 0
     """Already there with another answer: the first (the target's) is kept."""
+    skipped: list[tuple[str, str]] | None = None
+    """(key, why) of the source's rows that are not answers, left out."""
 
     def describe(self) -> str:
         parts = [f"{self.added} added"]
@@ -54,12 +59,19 @@ class Copied:
             parts.append(f"{self.present} already there")
         if self.conflicting:
             parts.append(f"{self.conflicting} conflicting (the first kept)")
-        return f"{self.source}: {self.answers} answers ({', '.join(parts)})"
+        text = f"{self.source}: {self.answers} answers ({', '.join(parts)})"
+        if self.skipped:
+            shown = "; ".join(f"key {key[:24]}: {why}" for key, why in self.skipped[:3])
+            more = f"; and {len(self.skipped) - 3} more" if len(self.skipped) > 3 else ""
+            text += (f"; {len(self.skipped)} rows left out, not answers ({shown}{more})")
+        return text
 
 
-def copy_answers(batches: Iterable[list[AnswerRow]], target: Store, source: str) -> Copied:
-    """Insert-or-ignore every row of ``batches`` into ``target``, counting what happened."""
-    done = Copied(source)
+def copy_answers(batches: Iterable[list[AnswerRow]], target: Store, source: str,
+                 skipped: list[tuple[str, str]] | None = None) -> Copied:
+    """Insert-or-ignore every row of ``batches`` into ``target``, counting what happened;
+    ``skipped``: the source's list of rows it left out (filled as ``batches`` is read)."""
+    done = Copied(source, skipped=skipped)
     for batch in batches:
         existing = {row.key: row for row in target.read_rows([row.key for row in batch])}
         new: list[AnswerRow] = []
@@ -130,7 +142,7 @@ def merge(inputs: list[Path], output: Path) -> list[Copied]:
     sources = [open_input(path) for path in inputs]
     target = open_output(output, inputs)
     try:
-        return [copy_answers(source.rows(), target, str(path))
+        return [copy_answers(source.rows(), target, str(path), source.bad_rows)
                 for source, path in zip(sources, inputs)]
     finally:
         for store in (*sources, target):
@@ -142,7 +154,7 @@ def export(url: str, output: Path) -> Copied:
     try:
         target = open_output(output)
         try:
-            return copy_answers(source.rows(), target, source.location)
+            return copy_answers(source.rows(), target, source.location, source.bad_rows)
         finally:
             target.close()
     finally:
@@ -154,7 +166,7 @@ def import_(path: Path, url: str) -> Copied:
     try:
         target = open_remote(url, "new")
         try:
-            return copy_answers(source.rows(), target, str(path))
+            return copy_answers(source.rows(), target, str(path), source.bad_rows)
         finally:
             target.close()
     finally:
@@ -169,8 +181,8 @@ def run_cache(args: argparse.Namespace) -> tuple[int, str]:
             copied = merge(list(args.inputs), args.output)
             added = sum(c.added for c in copied)
             conflicting = sum(c.conflicting for c in copied)
-            lines = [f"merged {len(copied)} files into {args.output}: {added} answers added, "
-                     f"{conflicting} conflicting (the first kept)"]
+            lines = [(f"merged {len(copied)} files into {args.output}: {added} answers added, "
+                     f"{conflicting} conflicting (the first kept)")]
             lines += [f"  {c.describe()}" for c in copied]
         elif action == "export":
             done = export(args.store, args.output)

@@ -51,13 +51,41 @@ def lock_holders(path: Path) -> list[int]:
     return writers + others
 
 
+def range_holders(path: Path, offsets: list[int]) -> dict[int, int]:
+    """offset -> pid of the other process holding a one-byte lock at that offset of ``path``
+    (the claims file's byte-range locks, `store.claims.FileClaims`)."""
+    files = _lock_ids([path])
+    wanted = set(offsets)
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return {}
+    found: dict[int, int] = {}
+    for line in lines:
+        fields = line.split()
+        # "1: POSIX  ADVISORY  WRITE 1234 08:01:56789 100 100"
+        if "->" in fields or len(fields) < 8:
+            continue
+        try:
+            pid = int(fields[4])
+            major, minor, inode = fields[5].split(":")
+            ident = (int(major, 16), int(minor, 16), int(inode))
+            start = int(fields[6])
+        except ValueError:
+            continue
+        if ident in files and start in wanted and pid not in (0, os.getpid()):
+            found[start] = pid
+    return found
+
+
 def describe_process(pid: int) -> str:
     """``pid 1234: python hold.py`` (the command line cut to 80 characters) or ``pid 1234``."""
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return f"pid {pid}"
-    command = " ".join(part.decode("utf-8", "replace") for part in raw.split(b"\0") if part)
+    command = " ".join(" ".join(part.decode("utf-8", "replace").split())
+                       for part in raw.split(b"\0") if part)
     if len(command) > 80:
         command = command[:77] + "..."
     return f"pid {pid}: {command}" if command else f"pid {pid}"
@@ -72,4 +100,4 @@ def who_holds(path: Path) -> str:
     return f"another process ({named})"
 
 
-__all__ = ["describe_process", "lock_holders", "who_holds"]
+__all__ = ["describe_process", "lock_holders", "range_holders", "who_holds"]

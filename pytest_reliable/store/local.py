@@ -2,10 +2,14 @@
 
 - answers: ``cache.sqlite`` (``--reliable-cache``), or an in-memory database with the same code
   for ``--reliable-no-cache``. WAL and a 30 s busy timeout let several pytest-xdist workers write
-  it at once; every write commits at once, so an answer paid for survives a crash right after.
+  it at once; every write commits at once with ``synchronous=FULL`` (the WAL is synced to disk
+  before the commit returns), so an answer paid for survives the process killed right after, and
+  the machine losing power too. Answers put by several threads at once share one commit.
   Answer texts that are not valid UTF-8 (a lone surrogate) are stored as UTF-8 bytes with
   ``surrogatepass``, so a replay gives back the same string.
-- the budget ledger: ``budget.sqlite`` next to the cache, one row per run id.
+- the budget ledger: ``budget.sqlite`` next to the cache, one row per run id; only the oldest
+  rows beyond `LEDGER_ROWS_KEPT` are dropped (by insertion order, never by a clock, never the
+  run's own).
 - n* entries: JSON files in ``.reliable/n_star/`` (`pytest_reliable.nstar_store.NStarStore`).
 - claims: byte-range locks on ``cache.sqlite.claims`` (`pytest_reliable.store.claims`).
 
@@ -28,14 +32,20 @@ from typing import Any
 from pytest_reliable.files import sha256_hex, write_atomic
 from pytest_reliable.nstar_store import NStarEntries, NStarKey, NStarStore
 from pytest_reliable.store.base import (
+    CHUNK_BYTES,
+    CHUNK_ROWS,
     AnswerRow,
+    BadRow,
     Ledger,
     Store,
     StoreUnavailable,
     StoreUsageError,
+    answer_row,
+    checked,
 )
 from pytest_reliable.store.claims import Claims, ProcessClaims, file_claims
 from pytest_reliable.store.holders import who_holds
+from pytest_reliable.store.waits import ClaimWaits
 
 SCHEMA_VERSION = 1
 """Of ``cache.sqlite``: a file of another version is refused at start-up."""
@@ -90,13 +100,25 @@ def _writable_place(path: Path) -> Path | None:
     return None
 
 
-def _probe_write_lock(path: Path) -> None:
+PROBE_KEY = "pytest-reliable: start-up write probe"
+
+
+def _probe_write_lock(path: Path, *, answers: bool = False) -> None:
     """Raise sqlite3.OperationalError("database is locked") when another process keeps the write
-    lock for longer than `START_WAIT_S` (an xdist worker's write takes milliseconds)."""
+    lock for longer than `START_WAIT_S` (an xdist worker's write takes milliseconds).
+    ``answers``: write an answer too (rolled back), so a table that takes none (a constraint,
+    a trigger) is found now, not by every call of the run paid and not stored."""
     conn = sqlite3.connect(str(path), timeout=START_WAIT_S, isolation_level=None)
     try:
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute("ROLLBACK")
+        try:
+            if answers and conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND "
+                                        "name='responses'").fetchone():
+                conn.execute(f"INSERT OR REPLACE INTO responses({COLUMNS}) VALUES"
+                             "(?,?,?,?,?,?,?,?,?,?)",
+                             (PROBE_KEY, "probe", None, 1, 1, 0.0, "{}", "probe", "{}", 0.0))
+        finally:
+            conn.execute("ROLLBACK")
     finally:
         conn.close()
 
@@ -115,7 +137,12 @@ def check_cache_path(path: Path, record_mode: str) -> None:
             if record_mode != "none":
                 if not os.access(path, os.W_OK):
                     raise _cache_file_error(path, PermissionError("the file is read-only"))
-                _probe_write_lock(path)
+                try:
+                    _probe_write_lock(path, answers=True)
+                except sqlite3.IntegrityError as error:
+                    raise CacheFileError(
+                        f"response cache {path} does not take answers ({error}): its responses "
+                        f"table was not written by pytest-reliable: {MOVE_ASIDE}") from None
         except sqlite3.Error as error:
             raise _cache_file_error(path, error) from None
         return
@@ -139,6 +166,7 @@ def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
     row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     found = str(row[0]) if row else "none"
     if found == str(SCHEMA_VERSION):
+        _check_columns(conn, path)
         return
     if found.isdigit() and int(found) > SCHEMA_VERSION:
         raise CacheFileError(
@@ -150,6 +178,19 @@ def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
         f"response cache {path} has schema version {found}, this pytest-reliable writes version "
         f"{SCHEMA_VERSION}: {MOVE_ASIDE}"
     )
+
+
+def _check_columns(conn: sqlite3.Connection, path: Path) -> None:
+    """The ``responses`` table has every column the store writes (another program's table of
+    that name would take no answer, and every call would be paid again)."""
+    have = [row[1] for row in conn.execute("PRAGMA table_info(responses)")]
+    missing = [name for name in COLUMN_NAMES if name not in have]
+    if missing:
+        raise CacheFileError(
+            f"response cache {path} has a responses table without the columns the cache writes "
+            f"({', '.join(missing)} missing; it has {', '.join(have)}): it was not written by "
+            f"pytest-reliable: {MOVE_ASIDE}"
+        )
 
 
 SCHEMA = (
@@ -164,21 +205,18 @@ SCHEMA = (
 )
 COLUMNS = ("key, text, logprobs, prompt_tokens, completion_tokens, latency_s, extra, model, meta,"
            " created")
+COLUMN_NAMES = tuple(COLUMNS.replace(" ", "").split(","))
 
 
 def _storable(text: str) -> str | bytes:
     """``text`` as sqlite can store it: bytes (utf-8, surrogatepass) when it is not valid UTF-8."""
+    if text.isascii():  # most answers: no copy made to find out
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return text.encode("utf-8", "surrogatepass")
     return text
-
-
-def _loaded(value: str | bytes | None) -> str:
-    if value is None:
-        return ""
-    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
 
 
 def row_to_sqlite(row: AnswerRow) -> tuple[Any, ...]:
@@ -187,10 +225,13 @@ def row_to_sqlite(row: AnswerRow) -> tuple[Any, ...]:
 
 
 def row_from_sqlite(values: Sequence[Any]) -> AnswerRow:
-    key, text, logprobs, pt, ct, latency, extra, model, meta, created = values
-    return AnswerRow(key=key, text=_loaded(text), logprobs=logprobs, prompt_tokens=pt,
-                     completion_tokens=ct, latency_s=float(latency or 0.0), extra=extra or "{}",
-                     model=_loaded(model), meta=meta or "{}", created=float(created or 0.0))
+    """The answer of a stored row (texts stored as bytes are decoded); `BadRow` if it is none."""
+    return answer_row(*values)
+
+
+def _undecodable(error: sqlite3.Error) -> bool:
+    """sqlite's error for a TEXT value that is not UTF-8 (written by another program)."""
+    return "Could not decode" in str(error)
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
@@ -227,8 +268,10 @@ class LocalStore(Store):
         *,
         budget_path: Path | None = None,
         nstar_dir: Path | None = None,
+        wait_timeout: float | None = None,
     ) -> None:
-        super().__init__(record_mode, str(path) if path is not None else "(in memory)")
+        super().__init__(record_mode, str(path) if path is not None else "(in memory)",
+                         wait_timeout=wait_timeout)
         self.path = path
         self.budget_path = budget_path or (path.parent / "budget.sqlite" if path else None)
         self._conn_lock = threading.Lock()
@@ -237,10 +280,11 @@ class LocalStore(Store):
             file_claims(Path(f"{path}.claims")) if path is not None
             else ProcessClaims(f"memory:{id(self)}")
         )
+        self.waits = ClaimWaits(self.claims, wait_timeout)
         directory = nstar_dir or (path.parent / "n_star" if path else None)
         self.nstar: NStarEntries = (
-            NStarStore(directory, self.claims) if directory is not None
-            else MemoryNStar(self.claims)
+            NStarStore(directory, self.claims, self.waits) if directory is not None
+            else MemoryNStar(self.claims, self.waits)
         )
 
     # -- pending batches: one small file each, next to the n* entries ---------------------------
@@ -306,7 +350,9 @@ class LocalStore(Store):
                     check_same_thread=False,
                 )
                 _use_wal(conn)
-                conn.execute("PRAGMA synchronous=NORMAL")
+                # A paid answer is on disk when its commit returns (the WAL synced): it outlives
+                # a power loss, not only the process. Concurrent answers share a commit.
+                conn.execute("PRAGMA synchronous=FULL")
             if path is not None:
                 _check_schema(conn, path)
             if not (self.replay_only and path is not None and path.exists()):
@@ -320,17 +366,38 @@ class LocalStore(Store):
 
     # -- primitives ----------------------------------------------------------------------------
     def _read(self, keys: Sequence[str]) -> list[AnswerRow]:
-        marks = ",".join("?" * len(keys))
+        sql = f"SELECT {COLUMNS} FROM responses WHERE key IN ({','.join('?' * len(keys))})"
+        return self._rows_of(self._select(sql, list(keys)))
+
+    def _select(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """All rows of ``sql``. A text that is not UTF-8 (another program wrote it) fails the
+        query: it is run again reading texts as bytes, and such rows are left out."""
         with self._conn_lock:
             if self._conn is None:
                 return []
             try:
-                found = self._conn.execute(
-                    f"SELECT {COLUMNS} FROM responses WHERE key IN ({marks})", list(keys)
-                ).fetchall()
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as error:
+                if not _undecodable(error):
+                    raise _unavailable(error) from None
             except (sqlite3.Error, OSError) as error:
                 raise _unavailable(error) from None
-        return [row_from_sqlite(values) for values in found]
+            self._conn.text_factory = bytes
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except (sqlite3.Error, OSError) as error:
+                raise _unavailable(error) from None
+            finally:
+                self._conn.text_factory = str
+
+    def _rows_of(self, found: list[Any]) -> list[AnswerRow]:
+        rows = []
+        for values in found:
+            try:
+                rows.append(row_from_sqlite(values))
+            except BadRow as error:
+                self.bad_rows.append((_key_text(values[0]), str(error)))
+        return rows
 
     def _write(self, rows: Sequence[AnswerRow], *, replace: bool) -> None:
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
@@ -381,30 +448,66 @@ class LocalStore(Store):
     def ledger(self, run_id: str) -> Ledger:
         return SqliteLedger(self.budget_path, run_id)
 
-    def rows(self, batch: int = 2000) -> Iterator[list[AnswerRow]]:
-        """Every stored row, in insertion order, in batches (for ``cache merge|export``)."""
+    def rows(self, max_bytes: int = CHUNK_BYTES) -> Iterator[list[AnswerRow]]:
+        """Every stored answer, in insertion order, in chunks of about ``max_bytes`` (for ``cache
+        merge|export``): rows are stepped through one by one, never all read at once."""
         last = 0
         while True:
-            with self._conn_lock:
-                if self._conn is None:
-                    return
+            stepped = self._step(last, max_bytes)
+            if not stepped:
+                return
+            last = stepped[-1][0]
+            chunk: list[AnswerRow] = []
+            for _, values in stepped:
                 try:
-                    found = self._conn.execute(
-                        f"SELECT rowid, {COLUMNS} FROM responses WHERE rowid > ? ORDER BY rowid "
-                        "LIMIT ?", (last, batch)).fetchall()
+                    chunk.append(checked(row_from_sqlite(values)))
+                except BadRow as error:
+                    self.bad_rows.append((_key_text(values[0]), str(error)))
+            if chunk:
+                yield chunk
+
+    def _step(self, after: int, max_bytes: int) -> list[tuple[int, tuple[Any, ...]]]:
+        """The rows after rowid ``after``, up to about ``max_bytes`` (at least one, at most
+        `CHUNK_ROWS`); texts that are not UTF-8 make it read them as bytes."""
+        sql = (f"SELECT rowid, {COLUMNS} FROM responses WHERE rowid > ? ORDER BY rowid "
+               f"LIMIT {CHUNK_ROWS}")
+        with self._conn_lock:
+            if self._conn is None:
+                return []
+            for factory in (str, bytes):
+                self._conn.text_factory = factory
+                try:
+                    taken: list[tuple[int, tuple[Any, ...]]] = []
+                    size = 0
+                    cursor = self._conn.execute(sql, (after,))
+                    try:
+                        for values in cursor:
+                            taken.append((int(values[0]), tuple(values[1:])))
+                            size += sum(len(v) for v in values[1:] if isinstance(v, str | bytes))
+                            if size >= max_bytes:
+                                break
+                    finally:
+                        cursor.close()
+                    return taken
+                except sqlite3.OperationalError as error:
+                    if factory is bytes or not _undecodable(error):
+                        raise _unavailable(error) from None
                 except sqlite3.Error as error:
                     raise _unavailable(error) from None
-            if not found:
-                return
-            last = found[-1][0]
-            yield [row_from_sqlite(values[1:]) for values in found]
+                finally:
+                    self._conn.text_factory = str
+        return []
+
+
+def _key_text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 class MemoryNStar(NStarEntries):
     """n* entries kept for this process only (a store opened without any directory)."""
 
-    def __init__(self, claims: Claims | None = None) -> None:
-        super().__init__(claims)
+    def __init__(self, claims: Claims | None = None, waits: ClaimWaits | None = None) -> None:
+        super().__init__(claims, waits)
         self._records: dict[str, str] = {}
 
     def where(self, key: NStarKey) -> str:
@@ -418,6 +521,8 @@ class MemoryNStar(NStarEntries):
 
 
 # -- the budget ledger ----------------------------------------------------------------------------
+LEDGER_ROWS_KEPT = 1000
+"""Runs whose budget rows the local ledger keeps (a row is a few dozen bytes)."""
 BUDGET_COLUMNS = ("run", "calls", "tokens", "skipped", "created", "usd")
 """``usd`` came with SPEC section 13: a ledger without it gets it on first use."""
 BUDGET_FIX = ("it holds only the budget counts of recent runs, no answers: remove it "
@@ -476,8 +581,10 @@ class SqliteLedger(Ledger):
     """The run's call and token counts in a small sqlite file every xdist worker opens.
 
     A call is granted by one atomic ``UPDATE ... WHERE calls < limit``, so the total stays within
-    the limit whatever the number of workers. Rows are per run id; rows older than a day are
-    dropped. ``path`` None: a ledger of this process only.
+    the limit whatever the number of workers. Rows are per run id; beyond the newest
+    `LEDGER_ROWS_KEPT` runs the oldest are dropped, by insertion order: a worker whose clock is
+    wrong drops nothing it should not, and a run never drops its own row. ``path`` None: a ledger
+    of this process only.
     """
 
     def __init__(self, path: Path | None, run_id: str) -> None:
@@ -505,11 +612,13 @@ class SqliteLedger(Ledger):
                 )
                 if "usd" not in {row[1] for row in conn.execute("PRAGMA table_info(budget)")}:
                     conn.execute("ALTER TABLE budget ADD COLUMN usd REAL NOT NULL DEFAULT 0")
-                conn.execute("DELETE FROM budget WHERE created < ?", (time.time() - 86400,))
                 conn.execute(
                     "INSERT OR IGNORE INTO budget(run, calls, tokens, skipped, created)"
                     " VALUES(?, 0, 0, 0, ?)", (self.run_id, time.time())
                 )
+                conn.execute("DELETE FROM budget WHERE run != ? AND rowid <= "
+                             "(SELECT MAX(rowid) FROM budget) - ?",
+                             (self.run_id, LEDGER_ROWS_KEPT))
             self._conn = conn
         return self._conn
 

@@ -12,7 +12,9 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -175,31 +177,84 @@ def test_the_n_star_pilot_runs_once_while_the_other_hosts_wait(
     assert len({entry(h)["n_star"] for h in hosts}) == 1
 
 
+class PerPrompt:
+    """The scripted model's rule, counting the answers it delivered per prompt (a prompt is a
+    cell's key here: temperature 0, one model)."""
+
+    def __init__(self) -> None:
+        self.delivered: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def __call__(self, messages: Any, params: dict[str, Any]) -> str:
+        prompt = messages if isinstance(messages, str) else messages[-1]["content"]
+        with self.lock:
+            self.delivered[prompt] += 1
+        return right_option(messages, params)
+
+    def paid_twice(self) -> list[str]:
+        with self.lock:
+            return [prompt for prompt, n in self.delivered.items() if n > 1]
+
+
+def stored_answers(store: str | None, directory: Path,
+                   server: TemporaryPostgres | None = None) -> int:
+    if store is None:
+        import sqlite3
+
+        with sqlite3.connect(directory / ".reliable" / "cache.sqlite") as db:
+            count = int(db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+        db.close()
+        return count
+    assert server is not None
+    return answers_stored(server, store)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_host_killed_mid_run_loses_no_answer_and_blocks_nobody(
-    tmp_path: Path, postgres_server: TemporaryPostgres, postgres_url: str
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:
-    with ScriptedServer(right_option, latency=0.05) as server:
+    """SIGKILL mid-run, then a rerun (a new host with the shared store; the same directory with
+    the local cache): every answer that came back before the kill is stored, and the rerun pays
+    only for the rest: no key is paid twice but those in flight at the kill."""
+    server_pg = request.getfixturevalue("postgres_server") if backend == "postgresql" else None
+    store = request.getfixturevalue("postgres_url") if backend == "postgresql" else None
+    rule = PerPrompt()
+    with ScriptedServer(rule, latency=0.05) as server:
         killed = project(tmp_path, "killed", GATE, count=40)
-        host = start_host(killed, server, postgres_url, "--reliable-concurrency=4")
+        host = start_run(killed, server, store, "--reliable-concurrency=4")
         deadline = time.monotonic() + 120
         while server.completed < 25 and time.monotonic() < deadline:
             time.sleep(0.01)
         os.killpg(host.pid, signal.SIGKILL)
         host.wait(10)
         completed, sent = server.completed, server.requests
-        before = answers_stored(postgres_server, postgres_url)
+        before = stored_answers(store, killed, server_pg)
         # every answer that came back before the kill is in the store (the 4 in flight aside)
         assert 0 < before <= completed and completed - before <= 4
-        rerun = project(tmp_path, "rerun", GATE, count=40)
+        rerun = killed if store is None else project(tmp_path, "rerun", GATE, count=40)
         started = time.monotonic()
-        code, out = finish(start_host(rerun, server, postgres_url))
+        code, out = finish(start_run(rerun, server, store))
         took = time.monotonic() - started
         rerun_paid = server.requests - sent  # (the killed host's requests in flight aside)
     assert code == 0, out
-    after = answers_stored(postgres_server, postgres_url)
+    after = stored_answers(store, rerun, server_pg)
     assert rerun_paid == after - before  # the rerun paid only for the rest
     assert entry(rerun)["calls"]["made"] == rerun_paid
+    assert len(rule.paid_twice()) <= 4, rule.paid_twice()  # the calls in flight at the kill
     assert took < 120, "a killed host's claims must die with it, not block the rerun"
+
+
+def start_run(directory: Path, server: ScriptedServer, store: str | None, *args: str) -> Any:
+    """`start_host`, or with the local cache of ``directory`` when ``store`` is None."""
+    if store is not None:
+        return start_host(directory, server, store, *args)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
+         "-W", "always", "--reliable-model=scripted", f"--reliable-base-url={server.base_url}",
+         "--reliable-report=report.json", *args],
+        cwd=directory, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )
 
 
 def test_a_store_lost_mid_run_keeps_every_answer_and_changes_no_verdict(
@@ -222,7 +277,7 @@ def test_a_store_lost_mid_run_keeps_every_answer_and_changes_no_verdict(
             code, out = finish(start_host(lost, server, postgres_url, "--reliable-concurrency=2"))
         with ScriptedServer(right_option) as server:
             calm = project(tmp_path, "calm", GATE, count=20)
-            calm_code, calm_out = finish(start_host(calm, server, reference_url))
+            calm_code, _ = finish(start_host(calm, server, reference_url))
             cells = server.requests
     finally:
         postgres_server.start()  # whatever happened, the session's server runs again
@@ -304,3 +359,67 @@ def test_a_store_written_by_a_newer_plugin_stops_the_run(
     code, text = run_start(pytester, f"--reliable-store={postgres_url}")
     assert code == pytest.ExitCode.USAGE_ERROR, text
     assert "newer pytest-reliable" in text and "upgrade" in text and PASSWORD not in text
+
+
+def test_a_store_lost_for_good_is_reported_once_and_nothing_raw_follows_the_summary(
+    tmp_path: Path, postgres_server: TemporaryPostgres, postgres_url: str,
+) -> None:
+    """The server goes away mid-run and does not come back: the run finishes on the answers it
+    paid for, says once that they are kept in memory, and prints nothing of the driver's (the
+    pool's reconnection attempts) after its summary."""
+    calls = {"n": 0}
+
+    def store_dies(messages: Any, params: dict[str, Any]) -> str:
+        calls["n"] += 1
+        if calls["n"] == 6:
+            postgres_server.stop_server()
+        return right_option(messages, params)
+
+    try:
+        with ScriptedServer(store_dies) as server:
+            lost = project(tmp_path, "lost", GATE, count=10)
+            code, out = finish(start_host(lost, server, postgres_url, "--reliable-concurrency=2"))
+    finally:
+        postgres_server.start()
+    assert code == 0, out
+    assert out.count("kept in memory") == 1, out
+    summary_line = [i for i, line in enumerate(out.splitlines()) if " passed" in line][-1]
+    after = out.splitlines()[summary_line + 1:]
+    for line in after:
+        assert "pytest-reliable" in line or not line.strip(), (line, out)
+    for raw in ("error connecting", "psycopg", "Traceback", "discarding"):
+        assert raw not in out, (raw, out)
+    assert PASSWORD not in out
+
+
+def test_a_frozen_host_costs_the_others_one_deadline_said_while_they_wait(
+    tmp_path: Path, postgres_server: TemporaryPostgres, postgres_url: str
+) -> None:
+    """A host stopped (SIGSTOP) while it holds claims: another host needing the same answers
+    says what it waits for and who holds it, and gives up at --reliable-wait-timeout for the
+    whole run (one deadline, not one per key), its cells errors naming the frozen host; nothing
+    is paid twice."""
+    rule = PerPrompt()
+    with ScriptedServer(rule, latency=3.0) as server:
+        frozen = project(tmp_path, "frozen", GATE, count=6)
+        host = start_host(frozen, server, postgres_url, "--reliable-concurrency=4")
+        try:
+            deadline = time.monotonic() + 120
+            while server.requests < 4 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            os.killpg(host.pid, signal.SIGSTOP)  # frozen with 4 claims held, none answered
+            waiting = project(tmp_path, "waiting", GATE, count=6)
+            started = time.monotonic()
+            code, out = finish(start_host(waiting, server, postgres_url,
+                                          "--reliable-wait-timeout=14"))
+            took = time.monotonic() - started
+        finally:
+            os.killpg(host.pid, signal.SIGKILL)
+            host.wait(10)
+    assert code == 1, out
+    assert "waiting for 4 answers other processes claimed" in out, out
+    assert re.search(r"host \S+ pid \d+ \(idle for \d+ s\) holds 4", out), out
+    assert "--reliable-wait-timeout 14 s for the whole run" in out and "may be frozen" in out
+    assert took < 60, took  # one deadline for the run: not 14 s per key, nor a claim's patience
+    assert rule.paid_twice() == []
+    assert "Traceback" not in out and PASSWORD not in out
