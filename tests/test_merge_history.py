@@ -246,6 +246,22 @@ def test_the_gates_cost_adds_every_shards_including_a_test_two_ran(tmp_path: Pat
         merge_reports([a, bad])
 
 
+def test_a_shard_whose_model_had_no_price_makes_the_gates_spend_unknown(tmp_path: Path) -> None:
+    a = shard(tmp_path / "a.json", [entry("t.py::a", usd=0.5)])
+    b = shard(tmp_path / "b.json", [entry("t.py::b")])
+    data = json.loads(b.read_text(encoding="utf-8"))
+    data["cost"].update(usd=None, priced=False, unpriced_models=["gpt-x"])
+    b.write_text(json.dumps(data), encoding="utf-8")
+    cost = merge_reports([a, b])["cost"]
+    assert cost["usd"] is None and cost["priced"] is False
+    assert cost["unpriced_models"] == ["gpt-x"]
+    # A null spend says "unknown" only with priced false: otherwise it is an edited shard.
+    data["cost"]["priced"] = True
+    b.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ShardMismatch, match=r"b\.json: cost\.usd is null"):
+        merge_reports([a, b])
+
+
 def test_a_plain_test_two_shards_ran_with_different_outcomes_is_refused(tmp_path: Path) -> None:
     a = shard(tmp_path / "a.json", [entry("t.py::a")], outcomes={"t.py::a": "passed",
                                                                  "t.py::p": "passed"})
