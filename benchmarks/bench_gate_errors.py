@@ -77,7 +77,7 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from pytest_reliable import MultipleChoice, text_model
-from pytest_reliable.markerspec import ReliableSpec
+from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.plan_report import plan_design, resolve
 from pytest_reliable.session import ReliableSession, Settings
 from pytest_reliable.space import Space

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pytest_reliable.contract.markers import parse_reliable
 from pytest_reliable.data import Dataset
-from pytest_reliable.markerspec import parse_reliable
 from pytest_reliable.runner import Runner
 from pytest_reliable.session import ReliableSession, Settings
 from pytest_reliable.space import load_spaces

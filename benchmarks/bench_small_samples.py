@@ -322,7 +322,7 @@ def end_to_end(reps: int, missed: list[str]) -> None:
     from bench_gate_errors import SPACE, SimModel, dataset
 
     from pytest_reliable import MultipleChoice, text_model
-    from pytest_reliable.markerspec import ReliableSpec
+    from pytest_reliable.contract.markers import ReliableSpec
     from pytest_reliable.session import ReliableSession, Settings
 
     # Beta(mean 0.7, rho 0.7): a U-shaped population, many instances near 0 (skewed difficulty).

@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_reliable.data import Dataset
-    from pytest_reliable.checklist.judge_task import JudgeTask
-    from pytest_reliable.judge import Judge
-    from pytest_reliable.models.named import local_model, openai_model
-    from pytest_reliable.models.base import ModelResponse, SamplingParams
-    from pytest_reliable.models.callables import chat_model, text_model
     from pytest_reliable._plugin_fixture import ReliableFixture
     from pytest_reliable._plugin_markers import directional, invariance, mft, reliable
+    from pytest_reliable.checklist.judge_task import JudgeTask
+    from pytest_reliable.data import Dataset
+    from pytest_reliable.judge import Judge
+    from pytest_reliable.models.base import ModelResponse, SamplingParams
+    from pytest_reliable.models.callables import chat_model, text_model
+    from pytest_reliable.models.named import local_model, openai_model
     from pytest_reliable.results import ChecklistReport, ReliableReport
     from pytest_reliable.space import Space, Variant
     from pytest_reliable.tasks import Classification, Generation, Grade, MultipleChoice, Task

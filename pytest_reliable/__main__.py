@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_reliable.report.html import write_html
-from pytest_reliable.report.load import ReportFileError, load_report
+from pytest_reliable.schema.load import ReportFileError, load_report
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_reliable.settings import Settings
+from pytest_reliable.contract.settings import Settings
 
 if TYPE_CHECKING:
     from pytest_reliable.space import Space

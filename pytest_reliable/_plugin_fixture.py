@@ -25,13 +25,12 @@ from pytest_reliable._plugin_state import (
     ReliableState,
     state_of,
 )
-from pytest_reliable.settings import Settings
+from pytest_reliable.contract.settings import Settings
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from pytest_reliable.data import Records
-    from pytest_reliable.markerspec import (
+    from pytest_reliable.contract.markers import (
         ChecklistSpec,
         DirectionalArguments,
         InvarianceArguments,
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
         ReliableArguments,
         ReliableSpec,
     )
+    from pytest_reliable.data import Records
     from pytest_reliable.results import ChecklistReport, ReliableReport
     from pytest_reliable.tasks import Task
 
@@ -140,7 +140,11 @@ class ReliableFixture:
 
     def _spec(self, kind: str, overrides: Mapping[str, Any]) -> ReliableSpec | ChecklistSpec:
         """The marker's arguments (validated at collection), with ``overrides`` on top."""
-        from pytest_reliable.markerspec import MarkerArgumentError, parse_checklist, parse_reliable
+        from pytest_reliable.contract.markers import (
+            MarkerArgumentError,
+            parse_checklist,
+            parse_reliable,
+        )
 
         specs = self._item.stash.get(SPECS_KEY, {})
         if not overrides and kind in specs:
@@ -165,12 +169,12 @@ class ReliableFixture:
 
     def _run(self, kind: str, work: Callable[[], _Report]) -> _Report:
         from pytest_reliable.baseline import BaselineUsageError
-        from pytest_reliable.errors import ReliableError
         from pytest_reliable.circular import CircularUsageError
+        from pytest_reliable.errors import ReliableError
         from pytest_reliable.judge import JudgeUsageError
         from pytest_reliable.models.base import ModelUsageError
         from pytest_reliable.pricing import PricingError
-        from pytest_reliable.report.entries import error_entry
+        from pytest_reliable.schema.entries import error_entry
 
         try:
             result = work()
@@ -196,7 +200,7 @@ class ReliableFixture:
         self, dataset: Records, task: Task, **overrides: Unpack[ReliableArguments]
     ) -> ReliableReport:
         """Run the marker's resamplings plus the canonical pass; returns the report object."""
-        from pytest_reliable.markerspec import ReliableSpec
+        from pytest_reliable.contract.markers import ReliableSpec
 
         spec = self._spec("reliable", overrides)
         assert isinstance(spec, ReliableSpec)
@@ -239,7 +243,7 @@ class ReliableFixture:
     def _checklist(
         self, kind: str, dataset: Records, task: Task, overrides: Mapping[str, Any]
     ) -> ChecklistReport:
-        from pytest_reliable.markerspec import ChecklistSpec
+        from pytest_reliable.contract.markers import ChecklistSpec
 
         spec = self._spec(kind, overrides)
         assert isinstance(spec, ChecklistSpec)

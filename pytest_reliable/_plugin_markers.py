@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_reliable.settings import Settings
+from pytest_reliable.contract.settings import Settings
 
 if TYPE_CHECKING:
     from typing import TypeVar, overload
 
     from typing_extensions import Unpack
 
-    from pytest_reliable.markerspec import (
+    from pytest_reliable.contract.markers import (
         ChecklistSpec,
         DirectionalArguments,
         InvarianceArguments,
@@ -94,7 +94,7 @@ def marker_help(kind: str) -> str:
     """``pytest --markers`` text, derived from markerspec's argument sets so it cannot drift."""
     import dataclasses
 
-    from pytest_reliable.markerspec import (
+    from pytest_reliable.contract.markers import (
         CHECKLIST_ARGUMENTS,
         CHECKLIST_DEFAULTS,
         CHECKLIST_THRESHOLDS,
@@ -157,7 +157,11 @@ def parse_item_markers(
     name (``explain_space(space)``: what an undeclared one is told); ``has_baseline``: a
     baseline comes from the options or the ``reliable_baseline`` fixture, so
     ``max_regression=`` has something to compare against."""
-    from pytest_reliable.markerspec import MarkerArgumentError, parse_checklist, parse_reliable
+    from pytest_reliable.contract.markers import (
+        MarkerArgumentError,
+        parse_checklist,
+        parse_reliable,
+    )
 
     specs: dict[str, ReliableSpec | ChecklistSpec] = {}
     marker = item.get_closest_marker("reliable")
@@ -194,7 +198,7 @@ def default_resamplings(settings: Settings) -> int | None:
 
 def check_marker_baseline(name: str, settings: Settings) -> None:
     from pytest_reliable.baseline import BaselineUsageError, check_model_name
-    from pytest_reliable.markerspec import MarkerArgumentError
+    from pytest_reliable.contract.markers import MarkerArgumentError
 
     try:
         check_model_name(name, settings.baseline_base_url or settings.base_url,

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_reliable._plugin_xdist import controller_run_id, controller_seed
-from pytest_reliable.settings import Settings
+from pytest_reliable.contract.settings import Settings
 
 SEED_CACHE_KEY = "reliable/seed"
 """Where ``--reliable-seed last`` finds the previous run's seed (pytest's cache)."""

@@ -95,7 +95,7 @@ class StoredBaseline:
     def load(cls, path: Path) -> StoredBaseline:
         """The report at ``path``, every reliable entry checked: a score outside [0, 1], a row of
         another length or a test stored twice would pair this run with numbers no run made."""
-        from pytest_reliable.report.load import ReportFileError, load_report
+        from pytest_reliable.schema.load import ReportFileError, load_report
 
         if not Path(path).exists():
             raise BaselineUsageError(

@@ -51,11 +51,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pytest_reliable.contract.settings import Settings
 from pytest_reliable.files import sha256_hex
 from pytest_reliable.models.base import ModelCallError, ModelResponse
 from pytest_reliable.models.openai_compat import response_from_body
 from pytest_reliable.redact import redact
-from pytest_reliable.settings import Settings
 
 if TYPE_CHECKING:
     from pytest_reliable.models.openai_compat import OpenAICompatibleModel

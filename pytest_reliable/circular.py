@@ -36,7 +36,7 @@ from pytest_reliable.space.variant import restrict_order
 from pytest_reliable.tasks import Task
 
 if TYPE_CHECKING:
-    from pytest_reliable.report.entries import CircularEntry
+    from pytest_reliable.schema.entries import CircularEntry
 
 CIRCULAR = -2
 """The resampling index of circular cells (apart from the resamplings and the canonical pass)."""

@@ -35,8 +35,8 @@ from pytest_reliable.evaluation import CANONICAL, plan_cells
 from pytest_reliable.judge import judge_of
 
 if TYPE_CHECKING:
+    from pytest_reliable.contract.markers import ReliableSpec
     from pytest_reliable.data import Records
-    from pytest_reliable.markerspec import ReliableSpec
     from pytest_reliable.models.base import AsyncModel
     from pytest_reliable.runner import ProgressEvent, Request
     from pytest_reliable.session import ReliableSession, ReliableTest

@@ -43,20 +43,20 @@ import numpy.typing as npt
 
 from pytest_reliable import stats
 
-# The vocabulary is `pytest_reliable.vocabulary`'s (light enough for the plugin's start-up); the
+# The vocabulary is `contract.vocabulary`'s (light enough for the plugin's start-up); the
 # gate's own names for it stay importable from here.
-from pytest_reliable.vocabulary import CHECKLIST_DIRECTIONS as CHECKLIST_DIRECTIONS
-from pytest_reliable.vocabulary import DEFAULT_POLICY as DEFAULT_POLICY
-from pytest_reliable.vocabulary import DIRECTIONS as DIRECTIONS
-from pytest_reliable.vocabulary import ESTIMATE as ESTIMATE
-from pytest_reliable.vocabulary import FAIL_ON_EVIDENCE as FAIL_ON_EVIDENCE
-from pytest_reliable.vocabulary import MAX_REGRESSION as MAX_REGRESSION
-from pytest_reliable.vocabulary import PASS_ON_EVIDENCE as PASS_ON_EVIDENCE
-from pytest_reliable.vocabulary import POLICIES, RELIABLE_THRESHOLDS
-from pytest_reliable.vocabulary import Direction as Direction
+from pytest_reliable.contract.vocabulary import CHECKLIST_DIRECTIONS as CHECKLIST_DIRECTIONS
+from pytest_reliable.contract.vocabulary import DEFAULT_POLICY as DEFAULT_POLICY
+from pytest_reliable.contract.vocabulary import DIRECTIONS as DIRECTIONS
+from pytest_reliable.contract.vocabulary import ESTIMATE as ESTIMATE
+from pytest_reliable.contract.vocabulary import FAIL_ON_EVIDENCE as FAIL_ON_EVIDENCE
+from pytest_reliable.contract.vocabulary import MAX_REGRESSION as MAX_REGRESSION
+from pytest_reliable.contract.vocabulary import PASS_ON_EVIDENCE as PASS_ON_EVIDENCE
+from pytest_reliable.contract.vocabulary import POLICIES, RELIABLE_THRESHOLDS
+from pytest_reliable.contract.vocabulary import Direction as Direction
 
 if TYPE_CHECKING:
-    from pytest_reliable.markerspec import ReliableSpec
+    from pytest_reliable.contract.markers import ReliableSpec
     from pytest_reliable.summary import Summary
 
 _TOLERANCE = 1e-12

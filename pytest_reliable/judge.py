@@ -42,8 +42,8 @@ from pytest_reliable.report.format import cut_text
 
 if TYPE_CHECKING:
     from pytest_reliable.evaluation import CellResult
-    from pytest_reliable.report.entries import JudgeEntry, PairwiseEntry
     from pytest_reliable.runner import CallResult, Request, Runner
+    from pytest_reliable.schema.entries import JudgeEntry, PairwiseEntry
 
 SCALES = ("pass/fail", "1-5")
 JUDGE_SCOPE = "judge"

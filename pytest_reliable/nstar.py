@@ -21,7 +21,7 @@ from pytest_reliable.evaluation import ScoreMatrix
 from pytest_reliable.nstar_store import NStarEntries, NStarEntry, NStarKey
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only
-    from pytest_reliable.report.entries import NStarCurveEntry
+    from pytest_reliable.schema.entries import NStarCurveEntry
 
 N_STAR_METHODS = stats.N_STAR_METHODS
 DEFAULT_METHOD = "bootstrap"

@@ -18,6 +18,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from pytest_reliable.contract.vocabulary import (
+    CHECKLIST_DIRECTIONS,
+    DEFAULT_POLICY,
+    RELIABLE_THRESHOLDS,
+)
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.stats import power
 
@@ -29,11 +34,10 @@ from pytest_reliable.stats.power import RangeLayout as RangeLayout
 from pytest_reliable.stats.power import margin_multiplier as margin_multiplier
 from pytest_reliable.stats.power import mean_se as mean_se
 from pytest_reliable.stats.power import solve as solve
-from pytest_reliable.vocabulary import CHECKLIST_DIRECTIONS, DEFAULT_POLICY, RELIABLE_THRESHOLDS
 
 if TYPE_CHECKING:
+    from pytest_reliable.contract.markers import ChecklistSpec, ReliableSpec
     from pytest_reliable.data import Dataset, Records
-    from pytest_reliable.markerspec import ChecklistSpec, ReliableSpec
     from pytest_reliable.pricing import Price
     from pytest_reliable.session import ReliableSession, ReliableTest
     from pytest_reliable.space import Space

@@ -61,7 +61,7 @@ from pytest_reliable._plugin_state import (
 from pytest_reliable._plugin_xdist import XdistHooks, fail_collection, is_lock_writer, is_worker
 
 if TYPE_CHECKING:
-    from pytest_reliable.report.entries import Entry
+    from pytest_reliable.schema.entries import Entry
     from pytest_reliable.space import Space
 
 __all__ = [  # the fixtures are found here by pytest; the rest is public API
@@ -85,7 +85,7 @@ SIGTERM_KEY = pytest.StashKey[Any]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_reliable import hookspec
+    from pytest_reliable.contract import hookspec
 
     pluginmanager.add_hookspecs(hookspec)
 
@@ -168,7 +168,7 @@ def pytest_collection_modifyitems(
         item.stash[SPECS_KEY] = {}
     marked = [item for item in items if has_marker(item)]
     if marked:  # markerspec imports the space package, and numpy with it
-        from pytest_reliable.markerspec import MarkerArgumentError
+        from pytest_reliable.contract.markers import MarkerArgumentError
     for item in marked:
         try:
             item.stash[SPECS_KEY] = specs = parse_item_markers(
@@ -263,7 +263,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
             # Stopped before any result (pytest-timeout, an exception in the test body): the
             # test still gets its row and JSON entry, as an error.
             from pytest_reliable.models.base import ModelUsageError
-            from pytest_reliable.report.entries import error_entry
+            from pytest_reliable.schema.entries import error_entry
 
             error = call.excinfo.value
             if isinstance(error, ModelUsageError):  # chat_model(fn) on fn(prompt: str) & co.

@@ -16,9 +16,10 @@ from pytest_reliable.data import Records, record_location
 from pytest_reliable.evaluation import ScoreMatrix
 from pytest_reliable.gate import ThresholdCheck
 from pytest_reliable.pricing import Spend
-from pytest_reliable.report.entries import (
-    CallsEntry,
+from pytest_reliable.report.format import LINE_LIMIT, cut_text, render_messages
+from pytest_reliable.schema.entries import (
     UNKNOWN_CANONICAL,
+    CallsEntry,
     CanonicalEntry,
     ChecklistEntry,
     CircularEntry,
@@ -30,7 +31,6 @@ from pytest_reliable.report.entries import (
     json_safe,
     unknown_range,
 )
-from pytest_reliable.report.format import LINE_LIMIT, cut_text, render_messages
 from pytest_reliable.space import Space
 from pytest_reliable.summary import Summary
 

@@ -28,7 +28,7 @@ from pytest_reliable.nstar_store import NStarEntries, NStarEntry, NStarKey
 from pytest_reliable.stopping import batch_size, run_until_settled
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only
-    from pytest_reliable.report.entries import NStarCurveEntry
+    from pytest_reliable.schema.entries import NStarCurveEntry
 
 
 @dataclass(frozen=True)

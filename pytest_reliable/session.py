@@ -23,6 +23,8 @@ from pytest_reliable.baseline import (
     compare,
 )
 from pytest_reliable.circular import check_circular, circular_entry, run_circular
+from pytest_reliable.contract.markers import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
+from pytest_reliable.contract.settings import Settings
 from pytest_reliable.data import Dataset, Records
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluation import (
@@ -47,7 +49,6 @@ from pytest_reliable.judge import (
     pairwise_entry,
     unread_judge,
 )
-from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
 from pytest_reliable.models.base import AsyncModel, ModelUsageError, ModelWarning
 from pytest_reliable.models.callables import as_async_model, run_scoped
 from pytest_reliable.models.identity import ProjectModules
@@ -73,7 +74,6 @@ from pytest_reliable.runner import (
     stop_call_loop,
 )
 from pytest_reliable.sampling import derive_seed
-from pytest_reliable.settings import Settings
 from pytest_reliable.space import Space
 from pytest_reliable.store import Store, StoreConfig, open_store
 from pytest_reliable.summary import (

@@ -39,7 +39,7 @@ from pytest_reliable.sampling import n_listed_units
 from pytest_reliable.space import FORMAT_DIMENSIONS, PERMUTE_LISTED_MAX, Space
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only, so the core does not load the writers
-    from pytest_reliable.report.entries import (
+    from pytest_reliable.schema.entries import (
         GroupEntry,
         NStarCurveEntry,
         RangeEntry,

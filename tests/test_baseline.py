@@ -21,9 +21,9 @@ from pytest_reliable.baseline import (
     compare,
 )
 from pytest_reliable.cache import cache_key
+from pytest_reliable.contract.markers import MarkerArgumentError, ReliableSpec, parse_reliable
 from pytest_reliable.evaluation import EvaluationSettings, plan_cells
 from pytest_reliable.gate import Evidence, decide_thresholds, regression_evidence
-from pytest_reliable.markerspec import MarkerArgumentError, ReliableSpec, parse_reliable
 from pytest_reliable.runner import number_samples
 from pytest_reliable.sampling import derive_seed
 from pytest_reliable.session import ReliableSession, Settings

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pytest_reliable import stats
+from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.evaluation import CellResult, EvaluationSettings, ScoreMatrix, grade_cells
 from pytest_reliable.evaluation import plan_cells as make_cells
 from pytest_reliable.gate import (
@@ -19,7 +20,6 @@ from pytest_reliable.gate import (
     reliable_thresholds,
     spread_evidence,
 )
-from pytest_reliable.markerspec import ReliableSpec
 from pytest_reliable.models.base import ModelResponse
 from pytest_reliable.runner import CallResult
 from pytest_reliable.space import Space

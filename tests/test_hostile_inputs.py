@@ -641,7 +641,7 @@ def test_a_test_whose_calls_did_not_complete_has_every_field_null(
 ) -> None:
     from typing import get_type_hints
 
-    from pytest_reliable.report.entries import ChecklistEntry, ReliableEntry
+    from pytest_reliable.schema.entries import ChecklistEntry, ReliableEntry
 
     _gate_project(pytester)
     pytester.makepyfile(test_hostile=ERROR_TESTS.replace("{dataset!r}", repr(DATASET)))

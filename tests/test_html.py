@@ -18,11 +18,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pytest_reliable.cli.main import main
 
 from pytest_reliable import Dataset, MultipleChoice, Space, stats, text_model
-from pytest_reliable.__main__ import main
-from pytest_reliable.markerspec import ReliableSpec
-from pytest_reliable.report.entries import ReliableEntry, json_safe
+from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.report.html import (
     CSS,
     LONG_TEXT_CHARS,
@@ -32,6 +31,7 @@ from pytest_reliable.report.html import (
     write_html,
 )
 from pytest_reliable.report.markdown import markdown_summary
+from pytest_reliable.schema.entries import ReliableEntry, json_safe
 from pytest_reliable.session import ReliableSession, Settings
 
 FIXTURE = Path(__file__).parent / "data" / "report_full.json"

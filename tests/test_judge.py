@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from pytest_reliable import Dataset, Generation, Judge, chat_model, openai_model, text_model
+from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.judge import JudgeUsageError, judge_of
-from pytest_reliable.markerspec import ReliableSpec
 from pytest_reliable.models.base import Message
 from pytest_reliable.session import ReliableSession, Settings
 from pytest_reliable.testing import ScriptedServer
@@ -478,7 +478,7 @@ JUDGE_EXAMPLES = [
 def _checklist(tmp_path: Path, kind: str, judge_fn: Any, **kwargs: Any) -> Any:
     from pytest_reliable import JudgeTask
     from pytest_reliable._plugin_markers import perturbation_exists
-    from pytest_reliable.markerspec import parse_checklist
+    from pytest_reliable.contract.markers import parse_checklist
 
     spec = parse_checklist(kind, (), kwargs, space_exists=lambda s: False,
                            perturbation_exists=perturbation_exists)
@@ -560,7 +560,7 @@ def test_circular_counts_an_instance_only_if_right_under_every_shift(tmp_path: P
 
 def test_circular_usage_errors(tmp_path: Path) -> None:
     from pytest_reliable.circular import CircularUsageError
-    from pytest_reliable.markerspec import MarkerArgumentError, parse_reliable
+    from pytest_reliable.contract.markers import MarkerArgumentError, parse_reliable
 
     with pytest.raises(MarkerArgumentError, match="needs circular=True"):
         parse_reliable({"min_circular": 0.5}, space_exists=lambda s: True)
@@ -596,7 +596,7 @@ PAIRS = [
 def _pair_checklist(tmp_path: Path, kind: str, judge_fn: Any, **kwargs: Any) -> Any:
     from pytest_reliable import JudgeTask
     from pytest_reliable._plugin_markers import perturbation_exists
-    from pytest_reliable.markerspec import parse_checklist
+    from pytest_reliable.contract.markers import parse_checklist
 
     spec = parse_checklist(kind, (), kwargs, space_exists=lambda s: False,
                            perturbation_exists=perturbation_exists)

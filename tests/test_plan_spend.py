@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_reliable import Dataset, Generation, Judge, MultipleChoice, openai_model, text_model
-from pytest_reliable.markerspec import ReliableSpec
+from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.plan_report import (
     PlanBudget,
     PlanSpend,
@@ -202,7 +202,7 @@ def test_an_unpriced_model_is_named_not_counted_as_free(tmp_path: Path) -> None:
 def test_a_checklist_plan_counts_its_pairs_as_drawn_and_prices_them(tmp_path: Path) -> None:
     from pytest_reliable import Classification
     from pytest_reliable.checklist.run import planned_checklist
-    from pytest_reliable.markerspec import ChecklistSpec
+    from pytest_reliable.contract.markers import ChecklistSpec
     from pytest_reliable.plan_report import plan_checklist
     from pytest_reliable.sampling import derive_seed
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from pytest_reliable import Dataset, MultipleChoice, text_model
+from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.evaluation import Evaluator
-from pytest_reliable.markerspec import ReliableSpec
 from pytest_reliable.nstar_store import NStarEntry
 from pytest_reliable.run_strategies import (
     AutoN,

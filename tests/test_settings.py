@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reliable import settings
 from pytest_reliable._plugin_options import OPTIONS, RENAMED
-from pytest_reliable.settings import Settings
+from pytest_reliable.contract import settings
+from pytest_reliable.contract.settings import Settings
 
 # Options that fill more (or other) than the field of their own name.
 COMBINED = {"budget": {"budget_calls", "budget_tokens", "budget_usd"}, "lock": {"lock_mode"},

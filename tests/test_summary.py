@@ -100,8 +100,8 @@ def test_a_value_that_is_always_wrong_reports_0_and_fails_min_worst() -> None:
     # Issue 19 / issue 20 item 22: ilr, N=100, n=3, every answer under enumerator=number wrong.
     # The estimator compared cells with their instance's mean including themselves: it reported
     # 0.12 for the value, with a lower bound (0.08) that passed min_worst=0.01.
+    from pytest_reliable.contract.markers import ReliableSpec
     from pytest_reliable.gate import reliable_thresholds
-    from pytest_reliable.markerspec import ReliableSpec
 
     data = [{"question": f"q{i}", "choices": ["a", "b", "c", "d"], "answer": i % 4}
             for i in range(100)]
@@ -141,8 +141,8 @@ def test_fixed_mode_with_few_resamplings_has_no_evidence_about_unseen_values() -
     # over the other dimensions' values, of which one draw was seen). A perfect model must not
     # pass min_worst (or max_spread) on evidence it never gathered (issue 19 item 7: without
     # this, the bad value unseen, fixed N=100 n=2 passed min_worst at the limit half the time).
+    from pytest_reliable.contract.markers import ReliableSpec
     from pytest_reliable.gate import reliable_thresholds
-    from pytest_reliable.markerspec import ReliableSpec
 
     data = [{"question": f"q{i}", "choices": ["a", "b", "c", "d"], "answer": i % 4}
             for i in range(100)]
@@ -168,8 +168,8 @@ def test_fixed_mode_values_have_no_evidence_when_a_value_they_average_over_was_d
     # scores: a perfect model does not pass min_worst over the enumerator on evidence (issue 19:
     # a run that never drew a bad instruction passed min_median at its limit 20% of the time,
     # fixed N=1000, n=5). With every variant drawn (n=6) it does.
+    from pytest_reliable.contract.markers import ReliableSpec
     from pytest_reliable.gate import reliable_thresholds
-    from pytest_reliable.markerspec import ReliableSpec
     from pytest_reliable.space import Space
 
     space = Space.from_mapping("small", {"instruction": ["Answer.", "Choose.", "Pick."],

@@ -17,8 +17,8 @@ import pytest
 
 import pytest_reliable
 from pytest_reliable import Classification, Dataset, MultipleChoice, Task, text_model
-from pytest_reliable.markerspec import ChecklistSpec, ReliableSpec
-from pytest_reliable.report.entries import (
+from pytest_reliable.contract.markers import ChecklistSpec, ReliableSpec
+from pytest_reliable.schema.entries import (
     CallsEntry,
     ChecklistEntry,
     ReliableEntry,

@@ -6,9 +6,9 @@ nothing here computes a statistic or imports numpy, so a saved report renders an
 
 from pytest_reliable.report.json_report import SCHEMA_VERSION, build_report, write_report
 from pytest_reliable.report.junit import junit_properties
-from pytest_reliable.report.load import ReportFileError, load_report
 from pytest_reliable.report.markdown import append_github_step_summary, markdown_summary
 from pytest_reliable.report.terminal import progress_line, summary_table
+from pytest_reliable.schema.load import ReportFileError, load_report
 
 __all__ = [
     "SCHEMA_VERSION",

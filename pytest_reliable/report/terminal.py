@@ -24,7 +24,7 @@ from pytest_reliable.report.format import (
 )
 
 if TYPE_CHECKING:
-    from pytest_reliable.report.entries import Entry
+    from pytest_reliable.schema.entries import Entry
 
 GAP = "  "
 MIN_NAME_WIDTH = 16

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from pytest_reliable.contract.settings import Settings
 from pytest_reliable.redact import redact, register_url_secrets
-from pytest_reliable.settings import Settings
 from pytest_reliable.store.base import (
     RECORD_MODES,
     AnswerRow,

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_reliable.files import write_atomic
-from pytest_reliable.report.entries import json_safe
-from pytest_reliable.report.load import ReportFileError, load_report
+from pytest_reliable.schema.entries import json_safe
+from pytest_reliable.schema.load import ReportFileError, load_report
 
 GIT_TIMEOUT_S = 10.0
 UNSAFE_IN_NAMES = re.compile(r"[^A-Za-z0-9._-]+")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pytest_reliable.vocabulary import DEFAULT_POLICY, Policy
+from pytest_reliable.contract.vocabulary import DEFAULT_POLICY, Policy
 
 RecordMode = Literal["new", "none", "all"]
 """Of the response cache: record new answers, replay only (offline CI), or call again."""

@@ -17,17 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypedDict
 
-from pytest_reliable.space import VALUE_DIMENSIONS, Space
-
-# The vocabulary (policies, modes, groupings, thresholds) lives in `pytest_reliable.vocabulary`;
+# The vocabulary (policies, modes, groupings, thresholds) lives in `contract.vocabulary`;
 # these names stay importable from here, as they were before it moved.
-from pytest_reliable.vocabulary import CHECKLIST_THRESHOLDS as CHECKLIST_THRESHOLDS
-from pytest_reliable.vocabulary import GROUPINGS as GROUPINGS
-from pytest_reliable.vocabulary import MODES as MODES
-from pytest_reliable.vocabulary import ORDER_GROUPINGS as ORDER_GROUPINGS
-from pytest_reliable.vocabulary import POLICIES as POLICIES
-from pytest_reliable.vocabulary import RELIABLE_THRESHOLDS as RELIABLE_THRESHOLDS
-from pytest_reliable.vocabulary import (
+from pytest_reliable.contract.vocabulary import CHECKLIST_THRESHOLDS as CHECKLIST_THRESHOLDS
+from pytest_reliable.contract.vocabulary import (
     DEFAULT_POLICY,
     FAIL_ON_EVIDENCE,
     PASS_ON_EVIDENCE,
@@ -37,6 +30,12 @@ from pytest_reliable.vocabulary import (
     Policy,
     is_policy,
 )
+from pytest_reliable.contract.vocabulary import GROUPINGS as GROUPINGS
+from pytest_reliable.contract.vocabulary import MODES as MODES
+from pytest_reliable.contract.vocabulary import ORDER_GROUPINGS as ORDER_GROUPINGS
+from pytest_reliable.contract.vocabulary import POLICIES as POLICIES
+from pytest_reliable.contract.vocabulary import RELIABLE_THRESHOLDS as RELIABLE_THRESHOLDS
+from pytest_reliable.space import VALUE_DIMENSIONS, Space
 
 GROUPABLE_DIMENSIONS = VALUE_DIMENSIONS
 """Dimension names ``group_by=[...]`` may list (every space has them; undeclared = one value)."""
