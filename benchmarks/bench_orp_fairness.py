@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from pytest_reliable import Dataset, MultipleChoice
-from pytest_reliable.sampling import make_plan
+from pytest_reliable.plan.sampling import make_plan
 from pytest_reliable.space import load_spaces
 from pytest_reliable.stats import orp
 

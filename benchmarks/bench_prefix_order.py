@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_reliable.contract.markers import parse_reliable
-from pytest_reliable.data import Dataset
+from pytest_reliable.plan.data import Dataset
 from pytest_reliable.runner import Runner
 from pytest_reliable.session import ReliableSession, Settings
 from pytest_reliable.space import load_spaces
-from pytest_reliable.tasks import Classification, MultipleChoice
+from pytest_reliable.tasks.builtin import Classification, MultipleChoice
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

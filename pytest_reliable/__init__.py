@@ -14,14 +14,20 @@ if TYPE_CHECKING:
     from pytest_reliable._plugin_fixture import ReliableFixture
     from pytest_reliable._plugin_markers import directional, invariance, mft, reliable
     from pytest_reliable.checklist.judge_task import JudgeTask
-    from pytest_reliable.data import Dataset
-    from pytest_reliable.judge import Judge
     from pytest_reliable.models.base import ModelResponse, SamplingParams
     from pytest_reliable.models.callables import chat_model, text_model
     from pytest_reliable.models.named import local_model, openai_model
+    from pytest_reliable.plan.data import Dataset
     from pytest_reliable.results import ChecklistReport, ReliableReport
     from pytest_reliable.space import Space, Variant
-    from pytest_reliable.tasks import Classification, Generation, Grade, MultipleChoice, Task
+    from pytest_reliable.tasks.builtin import (
+        Classification,
+        Generation,
+        Grade,
+        MultipleChoice,
+        Task,
+    )
+    from pytest_reliable.tasks.judge import Judge
 
 __version__ = "0.1.0"
 
@@ -39,15 +45,15 @@ _LAZY: dict[str, str] = {
     "chat_model": "pytest_reliable.models.callables",
     "Space": "pytest_reliable.space",
     "Variant": "pytest_reliable.space",
-    "Dataset": "pytest_reliable.data",
-    "MultipleChoice": "pytest_reliable.tasks",
-    "Classification": "pytest_reliable.tasks",
-    "Generation": "pytest_reliable.tasks",
-    "Task": "pytest_reliable.tasks",
-    "Grade": "pytest_reliable.tasks",
+    "Dataset": "pytest_reliable.plan.data",
+    "MultipleChoice": "pytest_reliable.tasks.builtin",
+    "Classification": "pytest_reliable.tasks.builtin",
+    "Generation": "pytest_reliable.tasks.builtin",
+    "Task": "pytest_reliable.tasks.builtin",
+    "Grade": "pytest_reliable.tasks.builtin",
     "SamplingParams": "pytest_reliable.models.base",
     "ModelResponse": "pytest_reliable.models.base",
-    "Judge": "pytest_reliable.judge",
+    "Judge": "pytest_reliable.tasks.judge",
     "JudgeTask": "pytest_reliable.checklist.judge_task",
     "openai_model": "pytest_reliable.models.named",
     "local_model": "pytest_reliable.models.named",

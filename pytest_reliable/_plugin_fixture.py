@@ -38,9 +38,9 @@ if TYPE_CHECKING:
         ReliableArguments,
         ReliableSpec,
     )
-    from pytest_reliable.data import Records
+    from pytest_reliable.plan.data import Records
     from pytest_reliable.results import ChecklistReport, ReliableReport
-    from pytest_reliable.tasks import Task
+    from pytest_reliable.tasks.builtin import Task
 
     _Report = TypeVar("_Report", ReliableReport, ChecklistReport)
 
@@ -171,7 +171,7 @@ class ReliableFixture:
         from pytest_reliable.baseline import BaselineUsageError
         from pytest_reliable.circular import CircularUsageError
         from pytest_reliable.errors import ReliableError
-        from pytest_reliable.judge import JudgeUsageError
+        from pytest_reliable.tasks.judge import JudgeUsageError
         from pytest_reliable.models.base import ModelUsageError
         from pytest_reliable.pricing import PricingError
         from pytest_reliable.schema.entries import error_entry

@@ -335,7 +335,7 @@ def _example(
     """One prompt the baseline got right and the candidate wrong: the canonical pass first, then
     the most regressed group's cells, then any cell. ``instance`` is a 0-based index (as
     ``per_instance``); ``record`` and ``where`` name it as a person counts, from 1."""
-    from pytest_reliable.data import record_location
+    from pytest_reliable.plan.data import record_location
     from pytest_reliable.report.format import render_messages
 
     def base_score(cell: CellResult) -> float:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_reliable import stats
-from pytest_reliable.data import record_location
+from pytest_reliable.plan.data import record_location
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluation import (
     Calls,
@@ -29,11 +29,11 @@ from pytest_reliable.evaluation import (
     run_cells,
 )
 from pytest_reliable.models.base import SamplingParams
-from pytest_reliable.render import render
+from pytest_reliable.plan.render import render
 from pytest_reliable.runner import Runner
 from pytest_reliable.space import Space
 from pytest_reliable.space.variant import restrict_order
-from pytest_reliable.tasks import Task
+from pytest_reliable.tasks.builtin import Task
 
 if TYPE_CHECKING:
     from pytest_reliable.schema.entries import CircularEntry

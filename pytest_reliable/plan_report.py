@@ -37,11 +37,11 @@ from pytest_reliable.stats.power import solve as solve
 
 if TYPE_CHECKING:
     from pytest_reliable.contract.markers import ChecklistSpec, ReliableSpec
-    from pytest_reliable.data import Dataset, Records
+    from pytest_reliable.plan.data import Dataset, Records
     from pytest_reliable.pricing import Price
     from pytest_reliable.session import ReliableSession, ReliableTest
     from pytest_reliable.space import Space
-    from pytest_reliable.tasks import Task
+    from pytest_reliable.tasks.builtin import Task
 
 METHOD = (
     "normal approximation with a design effect for intra-instance correlation rho (main figure "
@@ -283,7 +283,7 @@ def judge_plan(task: Task, answers: int) -> tuple[int, str | None]:
     """At most how many calls the task's judge makes grading ``answers`` answers, and the
     text; (0, None) when no judge grades the task. A pairwise judge asks each comparison in
     both orders. A bad judge is a usage error here too."""
-    from pytest_reliable.judge import judge_of
+    from pytest_reliable.tasks.judge import judge_of
 
     judge = judge_of(task)
     if judge is None:
@@ -418,7 +418,7 @@ def grouping_of(space: Any, mode: str, group_by: Any, instances: int, resampling
                 n_options: int) -> Grouping | None:
     """The test's pre-registered grouping, its smallest group's expected cell count and its
     layout of groups over cells (what the plan simulates)."""
-    from pytest_reliable.sampling import n_listed_units
+    from pytest_reliable.plan.sampling import n_listed_units
 
     if group_by is None:
         group_by = "formats" if mode == "fixed" else "dimensions"
@@ -468,8 +468,8 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
                   spec: ReliableSpec,
                   user_model: Any = None, user_baseline: Any = None) -> TestPlan:
     """The plan of one ``reliable.evaluate(data, task)`` under ``spec``: no model is called."""
-    from pytest_reliable.judge import judge_of
-    from pytest_reliable.sampling import dataset_option_count
+    from pytest_reliable.tasks.judge import judge_of
+    from pytest_reliable.plan.sampling import dataset_option_count
 
     dataset = session.dataset(data)
     task.validate(dataset)
@@ -699,7 +699,7 @@ def plan_checklist(session: ReliableSession, nodeid: str, data: Records, task: T
     them), their spend with a price table, and what each rate threshold can resolve at this
     size."""
     from pytest_reliable.checklist.run import planned_checklist
-    from pytest_reliable.sampling import derive_seed
+    from pytest_reliable.plan.sampling import derive_seed
 
     dataset = session.dataset(data)
     task.validate(dataset)
@@ -899,7 +899,7 @@ def estimate_spend(session: ReliableSession, test: ReliableTest, sizes: Sizes,
     would: ``sizes``), and price the distinct requests the cache does not hold: on the model
     under test (and a reference model's pilot), on a live baseline model, and a judge's calls
     on the answers."""
-    from pytest_reliable.judge import judge_of
+    from pytest_reliable.tasks.judge import judge_of
 
     rendered: dict[int, list[Any]] = {}
 
@@ -1011,7 +1011,7 @@ def _price_cells(session: ReliableSession, model: Any, cells: Sequence[Any]) -> 
 def _baseline_model(session: ReliableSession, test: Any, user_baseline: Any) -> Any:
     """The model a comparing test's baseline runs on (None: it does not compare, or it
     compares with a stored report, which makes no call)."""
-    from pytest_reliable.judge import judge_of
+    from pytest_reliable.tasks.judge import judge_of
 
     judge = judge_of(test.task)
     try:
@@ -1034,7 +1034,7 @@ def _price_judge(session: ReliableSession, task: Task, answered: Sequence[tuple[
     """At most what the task's judge costs grading ``answered`` ((example, max_tokens) of each
     answer): one call per answer and vote, two orders for a pairwise judge; each answer as long
     as ``answer_tokens`` (else its max_tokens), each reply the judge's max_tokens."""
-    from pytest_reliable.judge import JudgedItem, judge_of
+    from pytest_reliable.tasks.judge import JudgedItem, judge_of
     from pytest_reliable.pricing import CHARS_PER_TOKEN, estimate_tokens, prompt_text
 
     judge = judge_of(task)

@@ -25,7 +25,7 @@ from pytest_reliable.baseline import (
 from pytest_reliable.circular import check_circular, circular_entry, run_circular
 from pytest_reliable.contract.markers import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
 from pytest_reliable.contract.settings import Settings
-from pytest_reliable.data import Dataset, Records
+from pytest_reliable.plan.data import Dataset, Records
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluation import (
     Calls,
@@ -41,7 +41,7 @@ from pytest_reliable.gate import (
     ThresholdCheck,
     reliable_thresholds,
 )
-from pytest_reliable.judge import (
+from pytest_reliable.tasks.judge import (
     Judge,
     JudgeUsageError,
     judge_entry,
@@ -73,7 +73,7 @@ from pytest_reliable.runner import (
     Runner,
     stop_call_loop,
 )
-from pytest_reliable.sampling import derive_seed
+from pytest_reliable.plan.sampling import derive_seed
 from pytest_reliable.space import Space
 from pytest_reliable.store import Store, StoreConfig, open_store
 from pytest_reliable.summary import (
@@ -83,7 +83,7 @@ from pytest_reliable.summary import (
     summarize,
     with_majority_at_k,
 )
-from pytest_reliable.tasks import Task
+from pytest_reliable.tasks.builtin import Task
 
 if TYPE_CHECKING:
     from pytest_reliable.batch import AnsweredAhead, BatchTransport

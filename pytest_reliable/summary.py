@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_reliable import stats
-from pytest_reliable.data import record_location
+from pytest_reliable.plan.data import record_location
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.evaluation import CANONICAL, CellResult, ScoreMatrix
 from pytest_reliable.nstar import curve_entry
 from pytest_reliable.nstar_store import NStarEntry
-from pytest_reliable.sampling import n_listed_units
+from pytest_reliable.plan.sampling import n_listed_units
 from pytest_reliable.space import FORMAT_DIMENSIONS, PERMUTE_LISTED_MAX, Space
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only, so the core does not load the writers
@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # the JSON entry's shape; types only, so the core does not lo
         RangeEntry,
         SummaryFields,
     )
-    from pytest_reliable.tasks import Task
+    from pytest_reliable.tasks.builtin import Task
 
 NOISE_PERMUTATIONS = 200
 """Seeded within-instance label permutations behind every ``noise_floor``."""

@@ -24,7 +24,7 @@ from pytest_reliable.models.base import ModelResponse
 from pytest_reliable.runner import CallResult
 from pytest_reliable.space import Space
 from pytest_reliable.summary import summarize
-from pytest_reliable.tasks import MultipleChoice
+from pytest_reliable.tasks.builtin import MultipleChoice
 
 
 def _bound(p: float, n_inst: int = 50, n: int = 10, seed: int = 0) -> stats.ProportionBound:

@@ -10,9 +10,9 @@ import pytest
 
 from pytest_reliable import Dataset, Generation, Judge, chat_model, openai_model, text_model
 from pytest_reliable.contract.markers import ReliableSpec
-from pytest_reliable.judge import JudgeUsageError, judge_of
 from pytest_reliable.models.base import Message
 from pytest_reliable.session import ReliableSession, Settings
+from pytest_reliable.tasks.judge import JudgeUsageError, judge_of
 from pytest_reliable.testing import ScriptedServer
 
 DATA = Dataset.from_records(
@@ -178,7 +178,7 @@ def test_a_judge_none_of_whose_replies_parse_errors_instead_of_failing_the_model
 def test_agreement_is_over_parsed_votes_and_null_without_two(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from pytest_reliable.judge import judge_entry
+    from pytest_reliable.tasks.judge import judge_entry
 
     def agreement(*cells: tuple[float | None, ...], votes: int = 3) -> float | None:
         judge = Judge(text_model(str), "r", votes=votes)

@@ -203,8 +203,8 @@ def test_a_checklist_plan_counts_its_pairs_as_drawn_and_prices_them(tmp_path: Pa
     from pytest_reliable import Classification
     from pytest_reliable.checklist.run import planned_checklist
     from pytest_reliable.contract.markers import ChecklistSpec
+    from pytest_reliable.plan.sampling import derive_seed
     from pytest_reliable.plan_report import plan_checklist
-    from pytest_reliable.sampling import derive_seed
 
     session = session_of(tmp_path)
     task = Classification(labels=["positive", "negative"])

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_reliable.evaluation import CellResult
 from pytest_reliable.summary import ScoreRangeError, check_scores, summarize
-from pytest_reliable.tasks import MultipleChoice
+from pytest_reliable.tasks.builtin import MultipleChoice
 from tests.test_gate import simulated
 
 GOLD_FIRST = [{"question": f"q{i}", "choices": ["a", "b", "c", "d"], "answer": 0}

@@ -64,7 +64,7 @@ from pytest_reliable import (
     ChecklistReport, Classification, Dataset, Grade, MultipleChoice, ReliableFixture,
     ReliableReport,
 )
-from pytest_reliable.data import Dataset as _Dataset
+from pytest_reliable.plan.data import Dataset as _Dataset
 
 
 class Exact:

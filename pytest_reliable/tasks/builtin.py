@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_reliable.errors import DatasetError, ReliableError
-from pytest_reliable.prompt import Prompt
+from pytest_reliable.plan.prompt import Prompt
 
 if TYPE_CHECKING:
-    from pytest_reliable.data import Dataset
-    from pytest_reliable.judge import Judge
+    from pytest_reliable.plan.data import Dataset
+    from pytest_reliable.tasks.judge import Judge
 
 Example = Mapping[str, Any]
 
