@@ -32,9 +32,9 @@ from pytest_reliable._plugin_markers import kind_of
 
 if TYPE_CHECKING:
     from pytest_reliable._plugin_state import ReliableState
+    from pytest_reliable.calls.runner import ProgressEvent, Request
     from pytest_reliable.first_round import FirstRound  # noqa: F401 - named in a stash key
     from pytest_reliable.models.base import AsyncModel
-    from pytest_reliable.runner import ProgressEvent, Request
 
 GATHERING_KEY = pytest.StashKey["FirstRound"]()
 """On an item while the planning pass runs its body: where its evaluate puts its requests."""

@@ -331,8 +331,8 @@ def check_pricing_or_usage_error(settings: Settings) -> None:
     checked by the price pass before the first test runs: `_plugin_prices`.)"""
     if settings.pricing_path is None:
         return
+    from pytest_reliable.calls.pricing import PriceTable, PricingError
     from pytest_reliable.models.openai_compat import url_host
-    from pytest_reliable.pricing import PriceTable, PricingError
 
     try:
         table = PriceTable.load(settings.pricing_path)

@@ -173,7 +173,7 @@ class ReliableFixture:
         from pytest_reliable.errors import ReliableError
         from pytest_reliable.tasks.judge import JudgeUsageError
         from pytest_reliable.models.base import ModelUsageError
-        from pytest_reliable.pricing import PricingError
+        from pytest_reliable.calls.pricing import PricingError
         from pytest_reliable.schema.entries import error_entry
 
         try:
@@ -235,7 +235,7 @@ class ReliableFixture:
         import asyncio
 
         from pytest_reliable.models.base import to_daemon_thread
-        from pytest_reliable.runner import use_loop
+        from pytest_reliable.calls.runner import use_loop
 
         with use_loop(asyncio.get_running_loop()):
             return await to_daemon_thread(method, dataset, task)

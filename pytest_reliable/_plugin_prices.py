@@ -114,7 +114,7 @@ class PricePass:
     def unpriced(self, called: CalledModels) -> str | None:
         """The usage error naming every model without a price and its tests (None: all
         priced)."""
-        from pytest_reliable.pricing import PricingError
+        from pytest_reliable.calls.pricing import PricingError
 
         session = self.state.session
         missing: dict[str, list[str]] = {}

@@ -30,7 +30,7 @@ from pytest_reliable.evaluation import (
 )
 from pytest_reliable.models.base import SamplingParams
 from pytest_reliable.plan.render import render
-from pytest_reliable.runner import Runner
+from pytest_reliable.calls.runner import Runner
 from pytest_reliable.space import Space
 from pytest_reliable.space.variant import restrict_order
 from pytest_reliable.tasks.builtin import Task

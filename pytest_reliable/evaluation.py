@@ -24,14 +24,14 @@ from typing import Any
 
 import numpy as np
 
+from pytest_reliable.calls.pricing import Spend
+from pytest_reliable.calls.runner import CallResult, Request, Runner, number_samples
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.models.base import AsyncModel, SamplingParams
 from pytest_reliable.plan.prompt import Prompt
 from pytest_reliable.plan.render import render
 from pytest_reliable.plan.sampling import Cell as PlanCell
 from pytest_reliable.plan.sampling import make_plan
-from pytest_reliable.pricing import Spend
-from pytest_reliable.runner import CallResult, Request, Runner, number_samples
 from pytest_reliable.space import Space, Variant
 from pytest_reliable.tasks.builtin import Task
 from pytest_reliable.tasks.judge import Judge, JudgedItem, Verdict, judge_of

@@ -29,16 +29,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from pytest_reliable.cache import cache_key
+from pytest_reliable.calls.cache import cache_key
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.evaluation import CANONICAL, plan_cells
 from pytest_reliable.tasks.judge import judge_of
 
 if TYPE_CHECKING:
+    from pytest_reliable.calls.runner import ProgressEvent, Request
     from pytest_reliable.contract.markers import ReliableSpec
     from pytest_reliable.models.base import AsyncModel
     from pytest_reliable.plan.data import Records
-    from pytest_reliable.runner import ProgressEvent, Request
     from pytest_reliable.session import ReliableSession, ReliableTest
     from pytest_reliable.tasks.builtin import Task
 

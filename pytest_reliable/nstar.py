@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from pytest_reliable import stats
 from pytest_reliable.evaluation import ScoreMatrix
-from pytest_reliable.nstar_store import NStarEntries, NStarEntry, NStarKey
+from pytest_reliable.store.nstar import NStarEntries, NStarEntry, NStarKey
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only
     from pytest_reliable.schema.entries import NStarCurveEntry

@@ -38,7 +38,7 @@ from pytest_reliable.stats.power import solve as solve
 if TYPE_CHECKING:
     from pytest_reliable.contract.markers import ChecklistSpec, ReliableSpec
     from pytest_reliable.plan.data import Dataset, Records
-    from pytest_reliable.pricing import Price
+    from pytest_reliable.calls.pricing import Price
     from pytest_reliable.session import ReliableSession, ReliableTest
     from pytest_reliable.space import Space
     from pytest_reliable.tasks.builtin import Task
@@ -674,7 +674,7 @@ def _resamplings(n: int) -> str:
 def stored_n_star(session: ReliableSession, nodeid: str, dataset: Dataset, spec: ReliableSpec,
                   space: Space, user_model: Any) -> int | None:
     """n* from the store when a previous ``--reliable-n auto`` run left one for this test."""
-    from pytest_reliable.nstar_store import NStarKey
+    from pytest_reliable.store.nstar import NStarKey
 
     settings = session.settings
     try:
@@ -958,7 +958,7 @@ def estimate_spend(session: ReliableSession, test: ReliableTest, sizes: Sizes,
 def _plan_price(session: ReliableSession, model: Any) -> Price:
     """The model's price; one without a price (even under a USD budget, where the run stops
     before calling it) counts no dollars here and is named."""
-    from pytest_reliable.pricing import PricingError, unpriced
+    from pytest_reliable.calls.pricing import PricingError, unpriced
 
     try:
         return session.price_of(model)
@@ -969,9 +969,9 @@ def _plan_price(session: ReliableSession, model: Any) -> Price:
 def _price_cells(session: ReliableSession, model: Any, cells: Sequence[Any]) -> _Priced:
     """The distinct requests of ``cells`` on ``model``: those the cache holds are saved, the
     others priced (output at the cache's mean for the model, else at ``max_tokens``)."""
-    from pytest_reliable.cache import cache_key
+    from pytest_reliable.calls.cache import cache_key
     from pytest_reliable.evaluation import CANONICAL
-    from pytest_reliable.pricing import call_cost, estimate_tokens, prompt_text
+    from pytest_reliable.calls.pricing import call_cost, estimate_tokens, prompt_text
 
     price = _plan_price(session, model)
     keyed: dict[str, Any] = {}
@@ -1035,7 +1035,7 @@ def _price_judge(session: ReliableSession, task: Task, answered: Sequence[tuple[
     answer): one call per answer and vote, two orders for a pairwise judge; each answer as long
     as ``answer_tokens`` (else its max_tokens), each reply the judge's max_tokens."""
     from pytest_reliable.tasks.judge import JudgedItem, judge_of
-    from pytest_reliable.pricing import CHARS_PER_TOKEN, estimate_tokens, prompt_text
+    from pytest_reliable.calls.pricing import CHARS_PER_TOKEN, estimate_tokens, prompt_text
 
     judge = judge_of(task)
     judge_model = session.judge_model(task)

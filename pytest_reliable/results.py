@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from pytest_reliable.baseline import BaselineComparison, per_instance
+from pytest_reliable.calls.pricing import Spend
 from pytest_reliable.evaluation import ScoreMatrix
 from pytest_reliable.gate import ThresholdCheck
 from pytest_reliable.plan.data import Records, record_location
-from pytest_reliable.pricing import Spend
 from pytest_reliable.report.format import LINE_LIMIT, cut_text, render_messages
 from pytest_reliable.schema.entries import (
     UNKNOWN_CANONICAL,

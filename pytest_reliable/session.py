@@ -53,8 +53,8 @@ from pytest_reliable.models.base import AsyncModel, ModelUsageError, ModelWarnin
 from pytest_reliable.models.callables import as_async_model, run_scoped
 from pytest_reliable.models.identity import ProjectModules
 from pytest_reliable.models.named import NamedModel
-from pytest_reliable.nstar_store import NStarEntries, NStarKey, NStarStore
-from pytest_reliable.pricing import (
+from pytest_reliable.store.nstar import NStarEntries, NStarKey, NStarStore
+from pytest_reliable.calls.pricing import (
     FREE,
     Price,
     PriceTable,
@@ -64,10 +64,10 @@ from pytest_reliable.pricing import (
     is_embedded,
     unpriced,
 )
-from pytest_reliable.pricing import model_names as pricing_names
+from pytest_reliable.calls.pricing import model_names as pricing_names
 from pytest_reliable.results import ChecklistReport, ReliableReport
 from pytest_reliable.run_strategies import AutoN, FixedN, GateRun, RunStrategy, StopEarly
-from pytest_reliable.runner import (
+from pytest_reliable.calls.runner import (
     Budget,
     ProgressEvent,
     Runner,
@@ -86,7 +86,7 @@ from pytest_reliable.summary import (
 from pytest_reliable.tasks.builtin import Task
 
 if TYPE_CHECKING:
-    from pytest_reliable.batch import AnsweredAhead, BatchTransport
+    from pytest_reliable.calls.batch import AnsweredAhead, BatchTransport
 
 log = logging.getLogger("pytest_reliable.session")
 
@@ -387,7 +387,7 @@ class ReliableSession:
         if not self.settings.batch or not isinstance(model, OpenAICompatibleModel) \
                 or is_embedded(model):
             return None
-        from pytest_reliable.batch import AnsweredAhead, BatchTransport
+        from pytest_reliable.calls.batch import AnsweredAhead, BatchTransport
 
         if self._answered_ahead is None:  # the run's first round's, shared by every transport
             self._answered_ahead = AnsweredAhead()

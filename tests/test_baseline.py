@@ -20,12 +20,12 @@ from pytest_reliable.baseline import (
     choose_baseline,
     compare,
 )
-from pytest_reliable.cache import cache_key
+from pytest_reliable.calls.cache import cache_key
+from pytest_reliable.calls.runner import number_samples
 from pytest_reliable.contract.markers import MarkerArgumentError, ReliableSpec, parse_reliable
 from pytest_reliable.evaluation import EvaluationSettings, plan_cells
 from pytest_reliable.gate import Evidence, decide_thresholds, regression_evidence
 from pytest_reliable.plan.sampling import derive_seed
-from pytest_reliable.runner import number_samples
 from pytest_reliable.session import ReliableSession, Settings
 from pytest_reliable.space import Space
 

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from pytest_reliable.calls.runner import CallResult, number_samples
 from pytest_reliable.evaluation import (
     CANONICAL,
     CellResult,
@@ -18,7 +19,6 @@ from pytest_reliable.evaluation import (
     plan_cells,
 )
 from pytest_reliable.models.base import ModelResponse
-from pytest_reliable.runner import CallResult, number_samples
 from pytest_reliable.space import Space
 from pytest_reliable.tasks.builtin import MultipleChoice
 

@@ -17,11 +17,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_reliable import Dataset, MultipleChoice, text_model
+from pytest_reliable.calls.runner import ProgressEvent
 from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.contract.settings import Settings
 from pytest_reliable.report.format import fit_name, fit_names
 from pytest_reliable.report.html import n_star_section, worst_variant_section
-from pytest_reliable.runner import ProgressEvent
 from pytest_reliable.session import ReliableSession, combined_progress
 from pytest_reliable.space import Space, lock_update_summary, lookalike
 from pytest_reliable.summary import summarize

@@ -1024,7 +1024,7 @@ def test_a_model_raising_keyboard_interrupt_stops_the_run_as_ctrl_c_does(
     assert _stored_answers(pytester.path) == 5  # what came back before the interrupt is stored
 
 
-# -- item 11: a sync callable that spins the CPU (or blocks in C code) past the timeout -------------
+# -- item 11: a sync callable that spins the CPU (or blocks in C code) past the timeout ------------
 # At exit (the latest atexit hook), wait up to 2 s for the model's threads, then count them.
 THREADS_AT_EXIT = r'''
 
@@ -1187,8 +1187,8 @@ def test_a_model_raising_cancelled_error_is_an_errored_call_naming_it(
 def test_a_model_ignoring_its_cancellation_is_abandoned_counted_and_reported(
     pytester: pytest.Pytester,
 ) -> None:
+    from pytest_reliable.calls.runner import CANCEL_GRACE_S
     from pytest_reliable.models.base import ABANDONED_CALLS_MAX
-    from pytest_reliable.runner import CANCEL_GRACE_S
 
     swallow = ("while True:\n        try:\n            await asyncio.sleep(3600)\n"
                "        except asyncio.CancelledError:\n            pass")

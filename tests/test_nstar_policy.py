@@ -14,7 +14,7 @@ import pytest
 from pytest_reliable import stats
 from pytest_reliable.evaluation import ScoreMatrix, append_resamplings
 from pytest_reliable.nstar import run_auto
-from pytest_reliable.nstar_store import NStarKey, NStarStore
+from pytest_reliable.store.nstar import NStarKey, NStarStore
 
 N_INSTANCES = 4
 STREAM = 0.7 + 0.05 * np.random.default_rng(5).standard_normal(5000)

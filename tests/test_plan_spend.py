@@ -290,7 +290,7 @@ def test_under_n_auto_the_plan_counts_the_likely_n_star_and_the_cap(tmp_path: Pa
 
 
 def test_a_stored_n_star_is_read_with_the_runs_key_and_capped(tmp_path: Path) -> None:
-    from pytest_reliable.nstar_store import NStarEntry, NStarKey
+    from pytest_reliable.store.nstar import NStarEntry, NStarKey
 
     settings = Settings(rootdir=tmp_path, no_cache=True, n="auto", pilot_n=30, n_max=50,
                         n_method="bootstrap")

@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_reliable.models.base import ModelResponse
-from pytest_reliable.pricing import (
+from pytest_reliable.calls.pricing import (
     FREE,
     MAX_PRICE,
     Price,
@@ -25,7 +24,8 @@ from pytest_reliable.pricing import (
     model_names,
     unpriced,
 )
-from pytest_reliable.runner import Budget
+from pytest_reliable.calls.runner import Budget
+from pytest_reliable.models.base import ModelResponse
 
 
 def table(tmp_path: Path, text: str) -> PriceTable:

@@ -12,7 +12,6 @@ import pytest
 from pytest_reliable import Dataset, MultipleChoice, text_model
 from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.evaluation import Evaluator
-from pytest_reliable.nstar_store import NStarEntry
 from pytest_reliable.run_strategies import (
     AutoN,
     FirstRound,
@@ -23,6 +22,7 @@ from pytest_reliable.run_strategies import (
 )
 from pytest_reliable.session import ReliableSession, ReliableTest, Settings
 from pytest_reliable.space import Space
+from pytest_reliable.store.nstar import NStarEntry
 from pytest_reliable.testing import ScriptedServer
 
 SPACE = Space.from_mapping("wrappers", {"wrapper": ["({})", "{}.", "[{}]"]})

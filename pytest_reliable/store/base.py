@@ -37,8 +37,8 @@ from pytest_reliable.errors import ReliableError
 from pytest_reliable.models.base import ModelResponse
 
 if TYPE_CHECKING:
-    from pytest_reliable.nstar_store import NStarEntries
     from pytest_reliable.store.claims import Claims
+    from pytest_reliable.store.nstar import NStarEntries
     from pytest_reliable.store.waits import ClaimWaits
 
 log = logging.getLogger("pytest_reliable.store")

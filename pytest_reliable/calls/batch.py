@@ -58,8 +58,8 @@ from pytest_reliable.models.openai_compat import response_from_body
 from pytest_reliable.redact import redact
 
 if TYPE_CHECKING:
+    from pytest_reliable.calls.runner import Request
     from pytest_reliable.models.openai_compat import OpenAICompatibleModel
-    from pytest_reliable.runner import Request
     from pytest_reliable.store import Store
 
 log = logging.getLogger("pytest_reliable.batch")

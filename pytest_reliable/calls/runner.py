@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from pytest_reliable.cache import CacheMissError, cache_key, miss_message
+from pytest_reliable.calls.cache import CacheMissError, cache_key, miss_message
+from pytest_reliable.calls.pricing import Price, Spend, call_cost, max_call_usd
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.models.base import (
     ABANDONED_CALLS_MAX,
@@ -52,7 +53,6 @@ from pytest_reliable.models.base import (
     request_seed,
     seed_from_key,
 )
-from pytest_reliable.pricing import Price, Spend, call_cost, max_call_usd
 from pytest_reliable.redact import redact
 from pytest_reliable.store.base import (
     AnswerRow,
@@ -64,7 +64,7 @@ from pytest_reliable.store.base import (
 )
 
 if TYPE_CHECKING:
-    from pytest_reliable.batch import BatchTransport, Waiting
+    from pytest_reliable.calls.batch import BatchTransport, Waiting
     from pytest_reliable.store.waits import ClaimWait
 
 log = logging.getLogger("pytest_reliable.runner")
@@ -938,7 +938,7 @@ class Runner:
                                                                      response)
         self.stats.completion_tokens += response.completion_tokens or 0
 
-    # -- the batch transport (``--reliable-batch``, `pytest_reliable.batch`) ----------------------
+    # -- the batch transport (``--reliable-batch``, `pytest_reliable.calls.batch`) -----------------
     async def _answer_by_batch(self, requests: Sequence[Request], keys: list[str],
                                pending: list[int]) -> dict[str, CallResult]:
         """The pending requests' results through the batch transport, by key, paid for once
@@ -1166,7 +1166,8 @@ class Runner:
         log.warning("%s", warning)
         # Said at the test whose call met it, not at a line of the plugin.
         where = (self.context or "").split("::")[0] or "pytest-reliable"
-        warnings.warn_explicit(warning, type(warning), where, 0, module="pytest_reliable.runner")
+        warnings.warn_explicit(warning, type(warning), where, 0,
+                               module="pytest_reliable.calls.runner")
 
 
 __all__ = [

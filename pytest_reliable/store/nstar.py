@@ -98,7 +98,7 @@ def _is_int(value: Any) -> TypeGuard[int]:
 def _warn_for(key: NStarKey, message: str) -> None:
     """Warn at the test the entry belongs to (its file), not at a line of the plugin."""
     warnings.warn_explicit(message, NStarStoreWarning, key.nodeid.split("::")[0] or "n*", 0,
-                           module="pytest_reliable.nstar_store")
+                           module="pytest_reliable.store.nstar")
 
 
 class NStarEntries(ABC):
