@@ -247,7 +247,7 @@ class Job:
 def decide_thresholds(spec: ReliableSpec, summary: Any, policy: str) -> list[Any]:
     """The thresholds of ``spec`` decided under ``policy``: the function run_reliable calls."""
     try:
-        from pytest_reliable.gate import reliable_thresholds
+        from pytest_reliable.verdict.gate import reliable_thresholds
     except ImportError:  # before the verdicts branch: the point estimate only
         from pytest_reliable.session import reliable_thresholds as point_estimates
 
@@ -372,7 +372,7 @@ def run_regime(regime: Regime) -> dict[tuple[str, str], int]:
     `POWER_MARGIN` (pass-on-evidence: passes with the limit that far on the right side;
     fail-on-evidence: fails with it that far on the wrong side)."""
     from pytest_reliable import stats
-    from pytest_reliable.gate import (
+    from pytest_reliable.verdict.gate import (
         decide_thresholds,
         group_evidence,
         median_evidence,

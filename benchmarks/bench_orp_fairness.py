@@ -163,7 +163,7 @@ def _orp_row(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
 
 
 def run_real(n: int, bootstrap: int, seed: int) -> None:
-    from pytest_reliable.evaluation import EvaluationSettings, evaluate
+    from pytest_reliable.evaluate.evaluation import EvaluationSettings, evaluate
     from pytest_reliable.models.local import LOCAL_MODEL_NAME, LocalModelServer
     from pytest_reliable.session import ReliableSession, Settings
 

@@ -39,9 +39,9 @@ from bench_gate_errors import QUESTION, SPACE, _uniform, dataset, instance_accur
 
 from pytest_reliable import MultipleChoice, text_model
 from pytest_reliable.contract.markers import ReliableSpec
-from pytest_reliable.gate import reliable_thresholds
-from pytest_reliable.results import ReliableReport
 from pytest_reliable.session import ReliableSession, Settings
+from pytest_reliable.verdict.gate import reliable_thresholds
+from pytest_reliable.verdict.results import ReliableReport
 
 CONFIDENCE = 0.95
 RHO = 0.5

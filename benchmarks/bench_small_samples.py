@@ -41,14 +41,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pytest_reliable import stats
-from pytest_reliable.gate import (
+from pytest_reliable.verdict.gate import (
     Evidence,
     decide_thresholds,
     proportion_evidence,
     regression_evidence,
     std_evidence,
 )
-from pytest_reliable.summary import passed_samples, std_bound
+from pytest_reliable.verdict.summary import passed_samples, std_bound
 
 CONFIDENCE = 0.95
 ALPHA = 1 - CONFIDENCE

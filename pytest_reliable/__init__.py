@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from pytest_reliable.models.callables import chat_model, text_model
     from pytest_reliable.models.named import local_model, openai_model
     from pytest_reliable.plan.data import Dataset
-    from pytest_reliable.results import ChecklistReport, ReliableReport
     from pytest_reliable.space import Space, Variant
     from pytest_reliable.tasks.builtin import (
         Classification,
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
         Task,
     )
     from pytest_reliable.tasks.judge import Judge
+    from pytest_reliable.verdict.results import ChecklistReport, ReliableReport
 
 __version__ = "0.1.0"
 
@@ -39,8 +39,8 @@ _LAZY: dict[str, str] = {
     "directional": "pytest_reliable._plugin_markers",
     "mft": "pytest_reliable._plugin_markers",
     "ReliableFixture": "pytest_reliable._plugin_fixture",
-    "ReliableReport": "pytest_reliable.results",
-    "ChecklistReport": "pytest_reliable.results",
+    "ReliableReport": "pytest_reliable.verdict.results",
+    "ChecklistReport": "pytest_reliable.verdict.results",
     "text_model": "pytest_reliable.models.callables",
     "chat_model": "pytest_reliable.models.callables",
     "Space": "pytest_reliable.space",

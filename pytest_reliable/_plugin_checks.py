@@ -241,7 +241,7 @@ def check_baseline_options_or_usage_error(
     (the session's ``stored_baseline``)."""
     if settings.baseline_model is None and settings.baseline_report is None:
         return
-    from pytest_reliable.baseline import BaselineUsageError, check_model_name
+    from pytest_reliable.verdict.baseline import BaselineUsageError, check_model_name
 
     try:
         if settings.baseline_model is not None:

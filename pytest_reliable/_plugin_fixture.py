@@ -39,7 +39,7 @@ if TYPE_CHECKING:
         ReliableSpec,
     )
     from pytest_reliable.plan.data import Records
-    from pytest_reliable.results import ChecklistReport, ReliableReport
+    from pytest_reliable.verdict.results import ChecklistReport, ReliableReport
     from pytest_reliable.tasks.builtin import Task
 
     _Report = TypeVar("_Report", ReliableReport, ChecklistReport)
@@ -168,8 +168,8 @@ class ReliableFixture:
             pytest.fail(f"{self._item.nodeid}: {error}", pytrace=False)
 
     def _run(self, kind: str, work: Callable[[], _Report]) -> _Report:
-        from pytest_reliable.baseline import BaselineUsageError
-        from pytest_reliable.circular import CircularUsageError
+        from pytest_reliable.verdict.baseline import BaselineUsageError
+        from pytest_reliable.evaluate.circular import CircularUsageError
         from pytest_reliable.errors import ReliableError
         from pytest_reliable.tasks.judge import JudgeUsageError
         from pytest_reliable.models.base import ModelUsageError

@@ -197,7 +197,7 @@ def default_resamplings(settings: Settings) -> int | None:
 
 
 def check_marker_baseline(name: str, settings: Settings) -> None:
-    from pytest_reliable.baseline import BaselineUsageError, check_model_name
+    from pytest_reliable.verdict.baseline import BaselineUsageError, check_model_name
     from pytest_reliable.contract.markers import MarkerArgumentError
 
     try:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_reliable.calls.cache import cache_key
 from pytest_reliable.errors import ReliableError
-from pytest_reliable.evaluation import CANONICAL, plan_cells
+from pytest_reliable.evaluate.evaluation import CANONICAL, plan_cells
 from pytest_reliable.tasks.judge import judge_of
 
 if TYPE_CHECKING:

@@ -650,7 +650,7 @@ def likely_plan(test: ReliableTest, pilot_n: int, n_max: int, spec: ReliableSpec
     else at 0.5 (where 0/1 answers vary most)."""
     import numpy as np
 
-    from pytest_reliable.evaluation import CANONICAL, plan_cells
+    from pytest_reliable.evaluate.evaluation import CANONICAL, plan_cells
     from pytest_reliable.stats.likely_n import likely_n_star
 
     cells = [c for c in plan_cells(test.dataset, test.task, test.space,
@@ -766,7 +766,7 @@ def checklist_spend(session: ReliableSession, task: Task, spec: ChecklistSpec,
     """The estimated USD of a CheckList test's predictions (one prompt per example at the
     space's canonical variant, temperature 0: a repeated prompt is one call) and of a judge's
     calls on their answers."""
-    from pytest_reliable.evaluation import greedy_cells
+    from pytest_reliable.evaluate.evaluation import greedy_cells
     from pytest_reliable.space import Space
 
     space = session.space(spec.space) if spec.space is not None else Space.plain()
@@ -905,7 +905,7 @@ def estimate_spend(session: ReliableSession, test: ReliableTest, sizes: Sizes,
 
     def cells(n: int) -> list[Any]:
         if n not in rendered:
-            from pytest_reliable.evaluation import plan_cells
+            from pytest_reliable.evaluate.evaluation import plan_cells
 
             rendered[n] = plan_cells(test.dataset, test.task, test.space,
                                      replace(test.evaluation(), n=n))
@@ -970,7 +970,7 @@ def _price_cells(session: ReliableSession, model: Any, cells: Sequence[Any]) -> 
     """The distinct requests of ``cells`` on ``model``: those the cache holds are saved, the
     others priced (output at the cache's mean for the model, else at ``max_tokens``)."""
     from pytest_reliable.calls.cache import cache_key
-    from pytest_reliable.evaluation import CANONICAL
+    from pytest_reliable.evaluate.evaluation import CANONICAL
     from pytest_reliable.calls.pricing import call_cost, estimate_tokens, prompt_text
 
     price = _plan_price(session, model)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from pytest_reliable.baseline import (
+from pytest_reliable.verdict.baseline import (
     BaselineChoice,
     BaselineComparison,
     BaselineScores,
@@ -22,12 +22,12 @@ from pytest_reliable.baseline import (
     choose_baseline,
     compare,
 )
-from pytest_reliable.circular import check_circular, circular_entry, run_circular
+from pytest_reliable.evaluate.circular import check_circular, circular_entry, run_circular
 from pytest_reliable.contract.markers import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
 from pytest_reliable.contract.settings import Settings
 from pytest_reliable.plan.data import Dataset, Records
 from pytest_reliable.errors import ReliableConfigError
-from pytest_reliable.evaluation import (
+from pytest_reliable.evaluate.evaluation import (
     Calls,
     EvaluationSettings,
     Evaluator,
@@ -36,7 +36,7 @@ from pytest_reliable.evaluation import (
     greedy_cells,
     run_cells,
 )
-from pytest_reliable.gate import (
+from pytest_reliable.verdict.gate import (
     MAX_REGRESSION,
     ThresholdCheck,
     reliable_thresholds,
@@ -65,8 +65,8 @@ from pytest_reliable.calls.pricing import (
     unpriced,
 )
 from pytest_reliable.calls.pricing import model_names as pricing_names
-from pytest_reliable.results import ChecklistReport, ReliableReport
-from pytest_reliable.run_strategies import AutoN, FixedN, GateRun, RunStrategy, StopEarly
+from pytest_reliable.verdict.results import ChecklistReport, ReliableReport
+from pytest_reliable.evaluate.schedules import AutoN, FixedN, GateRun, RunStrategy, StopEarly
 from pytest_reliable.calls.runner import (
     Budget,
     ProgressEvent,
@@ -76,7 +76,7 @@ from pytest_reliable.calls.runner import (
 from pytest_reliable.plan.sampling import derive_seed
 from pytest_reliable.space import Space
 from pytest_reliable.store import Store, StoreConfig, open_store
-from pytest_reliable.summary import (
+from pytest_reliable.verdict.summary import (
     RangeSummary,
     Summary,
     check_scores,
@@ -233,7 +233,7 @@ class ReliableSession:
         reference model (``--reliable-n auto``), the judge's, and a baseline model (live, not a
         stored report; a pairwise judge's too). A comparison that cannot be made is the test's
         own usage error, raised by `run_reliable`, not here."""
-        from pytest_reliable.baseline import BaselineUsageError
+        from pytest_reliable.verdict.baseline import BaselineUsageError
 
         models = [test.model]
         if test.spec.n is None and self.settings.n == "auto" and self.settings.reference_model:

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from pytest_reliable.calls.runner import CallResult, number_samples
-from pytest_reliable.evaluation import (
+from pytest_reliable.evaluate.evaluation import (
     CANONICAL,
     CellResult,
     EvaluationSettings,

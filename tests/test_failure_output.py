@@ -24,7 +24,7 @@ from pytest_reliable.report.format import fit_name, fit_names
 from pytest_reliable.report.html import n_star_section, worst_variant_section
 from pytest_reliable.session import ReliableSession, combined_progress
 from pytest_reliable.space import Space, lock_update_summary, lookalike
-from pytest_reliable.summary import summarize
+from pytest_reliable.verdict.summary import summarize
 from tests.test_gate import simulated
 
 WRAPPERS = Space.from_mapping("wrappers", {"wrapper": ["({})", "{}."]})
@@ -285,7 +285,7 @@ def test_the_lock_update_line_says_what_changed() -> None:
 
 
 def test_no_difference_is_never_shown_as_minus_zero() -> None:
-    from pytest_reliable.gate import ThresholdCheck
+    from pytest_reliable.verdict.gate import ThresholdCheck
 
     check = ThresholdCheck("max_regression", 0.1, -0.0, "max", bound=-1e-17,
                            decide="pass-on-evidence", method="m")

@@ -11,9 +11,14 @@ import pytest
 
 from pytest_reliable import stats
 from pytest_reliable.contract.markers import ReliableSpec
-from pytest_reliable.evaluation import CellResult, EvaluationSettings, ScoreMatrix, grade_cells
-from pytest_reliable.evaluation import plan_cells as make_cells
-from pytest_reliable.gate import (
+from pytest_reliable.evaluate.evaluation import (
+    CellResult,
+    EvaluationSettings,
+    ScoreMatrix,
+    grade_cells,
+)
+from pytest_reliable.evaluate.evaluation import plan_cells as make_cells
+from pytest_reliable.verdict.gate import (
     ThresholdCheck,
     decide_thresholds,
     proportion_evidence,
@@ -23,7 +28,7 @@ from pytest_reliable.gate import (
 from pytest_reliable.models.base import ModelResponse
 from pytest_reliable.calls.runner import CallResult
 from pytest_reliable.space import Space
-from pytest_reliable.summary import summarize
+from pytest_reliable.verdict.summary import summarize
 from pytest_reliable.tasks.builtin import MultipleChoice
 
 

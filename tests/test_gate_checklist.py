@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_reliable import stats
-from pytest_reliable.gate import checklist_bound, checklist_thresholds
+from pytest_reliable.verdict.gate import checklist_bound, checklist_thresholds
 
 POLICIES = ("pass-on-evidence", "fail-on-evidence", "estimate")
 

@@ -559,8 +559,8 @@ def test_circular_counts_an_instance_only_if_right_under_every_shift(tmp_path: P
 
 
 def test_circular_usage_errors(tmp_path: Path) -> None:
-    from pytest_reliable.circular import CircularUsageError
     from pytest_reliable.contract.markers import MarkerArgumentError, parse_reliable
+    from pytest_reliable.evaluate.circular import CircularUsageError
 
     with pytest.raises(MarkerArgumentError, match="needs circular=True"):
         parse_reliable({"min_circular": 0.5}, space_exists=lambda s: True)

@@ -184,7 +184,7 @@ def _real_gate_rate(layout: RangeLayout, design: Design, name: str, limit: float
     """The share of simulated gates whose ``name`` goes the policy's way, decided by the gate
     itself (`stats.paired_group_effects` and `gate`'s evidence), one gate at a time."""
     from pytest_reliable import stats
-    from pytest_reliable.gate import (
+    from pytest_reliable.verdict.gate import (
         decide_thresholds,
         group_evidence,
         median_evidence,

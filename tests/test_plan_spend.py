@@ -247,8 +247,8 @@ def test_a_checklist_rate_figure_holds_through_the_real_gate() -> None:
     gates through gate.checklist_thresholds pass on evidence about 80% of the time."""
     import numpy as np
 
-    from pytest_reliable.gate import checklist_thresholds
     from pytest_reliable.plan_report import resolve_checklist
+    from pytest_reliable.verdict.gate import checklist_thresholds
 
     examples, limit = 200, 0.7
     found = resolve_checklist("min_pass", limit, [1] * examples, "pass-on-evidence", 0.95)

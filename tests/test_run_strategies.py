@@ -1,4 +1,4 @@
-"""Run strategies (`pytest_reliable.run_strategies`) as the session chooses and runs them."""
+"""Run strategies (`pytest_reliable.evaluate.schedules`) as the session chooses and runs them."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from pytest_reliable import Dataset, MultipleChoice, text_model
 from pytest_reliable.contract.markers import ReliableSpec
-from pytest_reliable.evaluation import Evaluator
-from pytest_reliable.run_strategies import (
+from pytest_reliable.evaluate.evaluation import Evaluator
+from pytest_reliable.evaluate.schedules import (
     AutoN,
     FirstRound,
     FixedN,

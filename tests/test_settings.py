@@ -27,7 +27,8 @@ def test_every_option_has_its_field() -> None:
 def test_defaults_agree_with_their_owners() -> None:
     # settings.py repeats them as literals: gate.py and nstar.py import numpy, settings.py loads
     # with the plugin on every pytest run.
-    from pytest_reliable import gate, nstar
+    from pytest_reliable.evaluate import nstar
+    from pytest_reliable.verdict import gate
 
     assert settings.DEFAULT_POLICY == gate.DEFAULT_POLICY
     assert settings.DEFAULT_N_METHOD == nstar.DEFAULT_METHOD

@@ -24,7 +24,7 @@ from pytest_reliable.checklist.result import (
 from pytest_reliable.checklist.text import text_key
 from pytest_reliable.contract.markers import ChecklistSpec
 from pytest_reliable.errors import ReliableConfigError
-from pytest_reliable.gate import DEFAULT_POLICY, checklist_thresholds
+from pytest_reliable.verdict.gate import DEFAULT_POLICY, checklist_thresholds
 from pytest_reliable.stats import wilson_interval
 from pytest_reliable.tasks.builtin import Task
 

@@ -1,7 +1,7 @@
 """The viewers of a run's JSON entries (`report.entries`): terminal, JSON, JUnit, Markdown, HTML.
 
-A pure viewer: every number shown is a field of an entry (built by `pytest_reliable.results`);
-nothing here computes a statistic or imports numpy, so a saved report renders anywhere.
+A pure viewer: every number shown is a field of an entry (built by
+`pytest_reliable.verdict.results`); nothing here computes a statistic or imports numpy, so a saved report renders anywhere.
 """
 
 from pytest_reliable.report.json_report import SCHEMA_VERSION, build_report, write_report

@@ -1,12 +1,12 @@
 """The shape of the JSON report (SPEC section 8) and of one test's entry in it, defined once.
 
-`ReliableReport.entry` and `ChecklistReport.entry` (`pytest_reliable.results`) build the entries;
-the writers (terminal, JSON, JUnit, Markdown, HTML) and pytest-xdist's controller read them.
+`ReliableReport.entry` and `ChecklistReport.entry` (`pytest_reliable.verdict.results`) build the
+entries; the writers (terminal, JSON, JUnit, Markdown, HTML) and pytest-xdist's controller read them.
 Changing a key here changes the published JSON: acceptance tests outside the repository read it.
 
 Values are JSON-safe (`json_safe`: NaN/inf become null), so statistics that a Python object holds
 as a float are ``float | None`` in an entry. The ``baseline`` section (SPEC 9) stays a plain
-mapping here: its shape belongs to `pytest_reliable.baseline`.
+mapping here: its shape belongs to `pytest_reliable.verdict.baseline`.
 
 Everything the HTML page draws is stored here (the page computes no statistic): e.g. the n* curves
 (``n_star_curve``), not only n*.

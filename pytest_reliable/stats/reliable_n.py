@@ -1,5 +1,5 @@
 """ReliableEval's n*: the fewest resamplings whose moments are within eps of the whole
-vector's (SPEC sections 6 and 7). Not `pytest_reliable.nstar`, which runs it for a test."""
+vector's (SPEC sections 6 and 7). Not `pytest_reliable.evaluate.nstar`, which runs it for a test."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ from pytest_reliable.tasks.judge_votes import read_choice, read_one_to_five, rea
 
 if TYPE_CHECKING:
     from pytest_reliable.calls.runner import CallResult, Request, Runner
-    from pytest_reliable.evaluation import CellResult
+    from pytest_reliable.evaluate.evaluation import CellResult
     from pytest_reliable.schema.entries import JudgeEntry, PairwiseEntry
 
 SCALES = ("pass/fail", "1-5")

@@ -32,8 +32,8 @@ import numpy as np
 from pytest_reliable import stats
 from pytest_reliable.plan.data import record_location
 from pytest_reliable.errors import ReliableError
-from pytest_reliable.evaluation import CANONICAL, CellResult, ScoreMatrix
-from pytest_reliable.nstar import curve_entry
+from pytest_reliable.evaluate.evaluation import CANONICAL, CellResult, ScoreMatrix
+from pytest_reliable.evaluate.nstar import curve_entry
 from pytest_reliable.store.nstar import NStarEntry
 from pytest_reliable.plan.sampling import n_listed_units
 from pytest_reliable.space import FORMAT_DIMENSIONS, PERMUTE_LISTED_MAX, Space

@@ -57,7 +57,7 @@ from pytest_reliable.contract.vocabulary import Direction as Direction
 
 if TYPE_CHECKING:
     from pytest_reliable.contract.markers import ReliableSpec
-    from pytest_reliable.summary import Summary
+    from pytest_reliable.verdict.summary import Summary
 
 _TOLERANCE = 1e-12
 FloatArray = npt.NDArray[np.float64]

@@ -7,8 +7,8 @@ matrices into the paired difference with clustered bounds, McNemar's exact test 
 pass, per-group paired differences over the test's grouping and ILR's ORP.
 
 The `max_regression` decision is not made here: it is one more threshold of the test, decided by
-`pytest_reliable.gate` (in the test's Holm family under fail-on-evidence) from this comparison's
-paired difference; the gate's check is attached to the comparison as ``check``.
+`pytest_reliable.verdict.gate` (in the test's Holm family under fail-on-evidence) from this
+comparison's paired difference; the gate's check is attached to the comparison as ``check``.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import numpy.typing as npt
 
 from pytest_reliable import stats
 from pytest_reliable.errors import ReliableConfigError
-from pytest_reliable.evaluation import CellResult, ScoreMatrix
+from pytest_reliable.evaluate.evaluation import CellResult, ScoreMatrix
 
 if TYPE_CHECKING:
-    from pytest_reliable.gate import ThresholdCheck
-    from pytest_reliable.summary import RangeSummary
+    from pytest_reliable.verdict.gate import ThresholdCheck
+    from pytest_reliable.verdict.summary import RangeSummary
 
 SHOWN_GROUPS = 3
 """Groups named in a failure message: the largest regressions."""

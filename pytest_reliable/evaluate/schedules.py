@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from pytest_reliable.evaluation import Evaluator, ScoreMatrix
+from pytest_reliable.evaluate.evaluation import Evaluator, ScoreMatrix
+from pytest_reliable.evaluate.nstar import run_auto
+from pytest_reliable.evaluate.stopping import batch_size, run_until_settled
 from pytest_reliable.models.base import AsyncModel
-from pytest_reliable.nstar import run_auto
-from pytest_reliable.stopping import batch_size, run_until_settled
 from pytest_reliable.store.nstar import NStarEntries, NStarEntry, NStarKey
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only

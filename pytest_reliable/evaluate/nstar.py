@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy.typing as npt
 
 from pytest_reliable import stats
-from pytest_reliable.evaluation import ScoreMatrix
+from pytest_reliable.evaluate.evaluation import ScoreMatrix
 from pytest_reliable.store.nstar import NStarEntries, NStarEntry, NStarKey
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only

@@ -20,7 +20,7 @@ import numpy as np
 from pytest_reliable import stats
 from pytest_reliable.plan.data import record_location
 from pytest_reliable.errors import ReliableConfigError
-from pytest_reliable.evaluation import (
+from pytest_reliable.evaluate.evaluation import (
     Calls,
     CellResult,
     PlannedCell,

@@ -38,7 +38,7 @@ import numpy.typing as npt
 
 from pytest_reliable import stats
 from pytest_reliable.contract.vocabulary import is_policy
-from pytest_reliable.evaluation import ScoreMatrix, StagedEvaluation, append_resamplings
+from pytest_reliable.evaluate.evaluation import ScoreMatrix, StagedEvaluation, append_resamplings
 
 RESAMPLING_MEAN = frozenset({"min_score", "min_win_rate"})
 """Thresholds on the mean over resamplings: covered by the confidence sequence."""

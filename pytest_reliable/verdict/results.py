@@ -11,10 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from pytest_reliable.baseline import BaselineComparison, per_instance
 from pytest_reliable.calls.pricing import Spend
-from pytest_reliable.evaluation import ScoreMatrix
-from pytest_reliable.gate import ThresholdCheck
+from pytest_reliable.evaluate.evaluation import ScoreMatrix
 from pytest_reliable.plan.data import Records, record_location
 from pytest_reliable.report.format import LINE_LIMIT, cut_text, render_messages
 from pytest_reliable.schema.entries import (
@@ -32,7 +30,9 @@ from pytest_reliable.schema.entries import (
     unknown_range,
 )
 from pytest_reliable.space import Space
-from pytest_reliable.summary import Summary
+from pytest_reliable.verdict.baseline import BaselineComparison, per_instance
+from pytest_reliable.verdict.gate import ThresholdCheck
+from pytest_reliable.verdict.summary import Summary
 
 if TYPE_CHECKING:
     from pytest_reliable.checklist import ChecklistResult, Failure
