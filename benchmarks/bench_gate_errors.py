@@ -78,8 +78,8 @@ from scipy import stats as scipy_stats
 
 from pytest_reliable import MultipleChoice, text_model
 from pytest_reliable.contract.markers import ReliableSpec
-from pytest_reliable.plan_report import plan_design, resolve
-from pytest_reliable.session import ReliableSession, Settings
+from pytest_reliable.run.session import ReliableSession, Settings
+from pytest_reliable.run.sizing import plan_design, resolve
 from pytest_reliable.space import Space
 
 CONFIDENCE = 0.95
@@ -249,7 +249,7 @@ def decide_thresholds(spec: ReliableSpec, summary: Any, policy: str) -> list[Any
     try:
         from pytest_reliable.verdict.gate import reliable_thresholds
     except ImportError:  # before the verdicts branch: the point estimate only
-        from pytest_reliable.session import reliable_thresholds as point_estimates
+        from pytest_reliable.run.session import reliable_thresholds as point_estimates
 
         return point_estimates(spec, summary)  # type: ignore[no-any-return]
     return reliable_thresholds(spec, summary, policy)  # type: ignore[call-arg,no-any-return]

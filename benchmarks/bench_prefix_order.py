@@ -25,7 +25,7 @@ from typing import Any
 from pytest_reliable.calls.runner import Runner
 from pytest_reliable.contract.markers import parse_reliable
 from pytest_reliable.plan.data import Dataset
-from pytest_reliable.session import ReliableSession, Settings
+from pytest_reliable.run.session import ReliableSession, Settings
 from pytest_reliable.space import load_spaces
 from pytest_reliable.tasks.builtin import Classification, MultipleChoice
 

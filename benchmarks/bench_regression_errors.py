@@ -39,7 +39,7 @@ from bench_gate_errors import QUESTION, SPACE, _uniform, dataset, instance_accur
 
 from pytest_reliable import MultipleChoice, text_model
 from pytest_reliable.contract.markers import ReliableSpec
-from pytest_reliable.session import ReliableSession, Settings
+from pytest_reliable.run.session import ReliableSession, Settings
 from pytest_reliable.verdict.gate import reliable_thresholds
 from pytest_reliable.verdict.results import ReliableReport
 

@@ -323,7 +323,7 @@ def end_to_end(reps: int, missed: list[str]) -> None:
 
     from pytest_reliable import MultipleChoice, text_model
     from pytest_reliable.contract.markers import ReliableSpec
-    from pytest_reliable.session import ReliableSession, Settings
+    from pytest_reliable.run.session import ReliableSession, Settings
 
     # Beta(mean 0.7, rho 0.7): a U-shaped population, many instances near 0 (skewed difficulty).
     model = SimModel("skewed", 0.7, rho=0.7)

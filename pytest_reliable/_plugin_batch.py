@@ -33,8 +33,8 @@ from pytest_reliable._plugin_markers import kind_of
 if TYPE_CHECKING:
     from pytest_reliable._plugin_state import ReliableState
     from pytest_reliable.calls.runner import ProgressEvent, Request
-    from pytest_reliable.first_round import FirstRound  # noqa: F401 - named in a stash key
     from pytest_reliable.models.base import AsyncModel
+    from pytest_reliable.run.first_round import FirstRound  # noqa: F401 - named in a stash key
 
 GATHERING_KEY = pytest.StashKey["FirstRound"]()
 """On an item while the planning pass runs its body: where its evaluate puts its requests."""
@@ -72,7 +72,7 @@ class FirstRoundHooks:
     def first_round(self, session: pytest.Session, items: list[pytest.Item]) -> None:
         from _pytest.runner import runtestprotocol  # what pytest-rerunfailures runs an item with
 
-        from pytest_reliable.first_round import NAME, FirstRound
+        from pytest_reliable.run.first_round import NAME, FirstRound
 
         gathering = FirstRound()
         planned = [item for item in items if kind_of(item) == "reliable"]

@@ -340,7 +340,7 @@ def check_pricing_or_usage_error(settings: Settings) -> None:
         raise pytest.UsageError(f"--reliable-pricing: {error}") from None
     if settings.budget_usd is None:
         return
-    from pytest_reliable.session import unpriced_message
+    from pytest_reliable.run.session import unpriced_message
 
     named = [(settings.model, settings.base_url), (settings.reference_model, settings.base_url),
              (settings.baseline_model, settings.baseline_base_url or settings.base_url)]

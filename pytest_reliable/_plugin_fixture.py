@@ -103,7 +103,7 @@ def warn_unused_baseline_report(items: list[pytest.Item], settings: Settings) ->
     order stays, and the user is told (the tests' entries carry the same note)."""
     if settings.baseline_report is None or settings.save_baseline is not None:
         return
-    from pytest_reliable.session import baseline_shadowed
+    from pytest_reliable.run.session import baseline_shadowed
 
     shadowed: dict[str, list[pytest.Item]] = {}
     for item in items:
@@ -205,13 +205,13 @@ class ReliableFixture:
         spec = self._spec("reliable", overrides)
         assert isinstance(spec, ReliableSpec)
         session = self._state.session
-        from pytest_reliable.first_round import requests_of
+        from pytest_reliable.run.first_round import requests_of
 
         price_instead(self._item, lambda: session.reliable_models(
             session.reliable_test(self._item.nodeid, dataset, task, spec, self._model),
             self._baseline))
         if self._state.settings.plan:
-            from pytest_reliable.plan_report import plan_reliable
+            from pytest_reliable.run.sizing import plan_reliable
 
             plan_instead(self._item, lambda: plan_reliable(session, self._item.nodeid, dataset,
                                                            task, spec, self._model,
@@ -250,7 +250,7 @@ class ReliableFixture:
         session = self._state.session
         price_instead(self._item, lambda: session.checklist_models(task, self._model))
         if self._state.settings.plan:
-            from pytest_reliable.plan_report import plan_checklist
+            from pytest_reliable.run.sizing import plan_checklist
 
             plan_instead(self._item, lambda: plan_checklist(session, self._item.nodeid, dataset,
                                                             task, spec, self._model))

@@ -189,7 +189,7 @@ def parse_item_markers(
 def default_resamplings(settings: Settings) -> int | None:
     """The resamplings of a test without its own ``n``: ``--reliable-n N``, else the default;
     None under ``--reliable-n auto`` (n* is known only after the pilot)."""
-    from pytest_reliable.session import DEFAULT_N
+    from pytest_reliable.run.session import DEFAULT_N
 
     if isinstance(settings.n, int):
         return settings.n

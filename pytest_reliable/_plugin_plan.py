@@ -17,7 +17,7 @@ from pytest_reliable._plugin_markers import kind_of
 from pytest_reliable._plugin_xdist import is_worker
 
 if TYPE_CHECKING:
-    from pytest_reliable.plan_report import TestPlan
+    from pytest_reliable.run.sizing import TestPlan
 
 PLAN_PROPERTY = "reliable_plan"
 """The test report's user property that carries a test's plan (``TestPlan.as_dict()``)."""
@@ -61,7 +61,7 @@ class PlanHooks:
         if is_worker(terminalreporter.config):
             return
         from pytest_reliable._plugin_state import state_of
-        from pytest_reliable.plan_report import PlanBudget, TestPlan, format_plans
+        from pytest_reliable.run.sizing import PlanBudget, TestPlan, format_plans
 
         budget = PlanBudget.of(state_of(terminalreporter.config).settings)
         terminalreporter.write_sep("=", "reliable plan (no model call made)")

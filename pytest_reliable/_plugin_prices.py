@@ -125,7 +125,7 @@ class PricePass:
                 missing[identity] = callers
         if not missing:
             return None
-        from pytest_reliable.session import unpriced_message
+        from pytest_reliable.run.session import unpriced_message
 
         called_by = "\n".join(f"  {identity}: called by {', '.join(tests)}"
                                for identity, tests in missing.items())

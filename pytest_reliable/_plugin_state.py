@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     # The stash keys below name these in strings, which mypy reads and ruff does not.
     from pytest_reliable.contract.markers import ChecklistSpec, ReliableSpec  # noqa: F401
     from pytest_reliable.report.format import Column
+    from pytest_reliable.run.session import ProgressCallback, ReliableSession
     from pytest_reliable.schema.entries import Entry, ErrorEntry  # noqa: F401
-    from pytest_reliable.session import ProgressCallback, ReliableSession
     from pytest_reliable.space import Space
     from pytest_reliable.store import Store
     from pytest_reliable.verdict.results import ChecklistReport, ReliableReport  # noqa: F401
@@ -97,7 +97,7 @@ class ReliableState:
     def session(self) -> ReliableSession:
         """Runs the evaluations; made on first use (it imports the statistics stack)."""
         if self._session is None:
-            from pytest_reliable.session import ReliableSession
+            from pytest_reliable.run.session import ReliableSession
 
             self._session = ReliableSession(self.settings, self.spaces,
                                             on_progress=self._on_progress)

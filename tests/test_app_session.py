@@ -13,7 +13,7 @@ import pytest
 from pytest_reliable import Dataset, ModelResponse, MultipleChoice, text_model
 from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.models.base import ModelUsageError, ModelWarning
-from pytest_reliable.session import ReliableSession, Settings
+from pytest_reliable.run.session import ReliableSession, Settings
 from pytest_reliable.space import Space
 
 SPACE = Space.from_mapping("wrappers", {"wrapper": ["({})", "{}."]})

@@ -1,5 +1,6 @@
 """The baseline comparison in the core (`pytest_reliable.verdict.baseline`, `ReliableSession`), no
-pytest plugin: pairing on the candidate's plan, the stored-report checks, the decision under each policy.
+pytest plugin: pairing on the candidate's plan, the stored-report checks, the decision under each
+policy.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pytest_reliable.calls.runner import number_samples
 from pytest_reliable.contract.markers import MarkerArgumentError, ReliableSpec, parse_reliable
 from pytest_reliable.evaluate.evaluation import EvaluationSettings, plan_cells
 from pytest_reliable.plan.sampling import derive_seed
-from pytest_reliable.session import ReliableSession, Settings
+from pytest_reliable.run.session import ReliableSession, Settings
 from pytest_reliable.space import Space
 from pytest_reliable.verdict.baseline import (
     BaselineScores,

@@ -22,7 +22,7 @@ from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.contract.settings import Settings
 from pytest_reliable.report.format import fit_name, fit_names
 from pytest_reliable.report.html import n_star_section, worst_variant_section
-from pytest_reliable.session import ReliableSession, combined_progress
+from pytest_reliable.run.session import ReliableSession, combined_progress
 from pytest_reliable.space import Space, lock_update_summary, lookalike
 from pytest_reliable.verdict.summary import summarize
 from tests.test_gate import simulated

@@ -15,7 +15,7 @@ import pytest
 
 # In-process runs import numpy and scipy, which cannot be loaded twice: loaded once here, pytester's
 # module snapshot keeps them between runs (the file also passes on its own).
-import pytest_reliable.session  # noqa: F401
+import pytest_reliable.run.session  # noqa: F401
 from tests.acceptance.helpers import DATASET, RELIABLE_YAML
 
 # The model leaves a file behind when it is called: input this bad must never reach it.

@@ -101,7 +101,7 @@ def test_the_graph_is_read_from_the_package() -> None:
     # A sanity check of the reader, not a rule: an import at module level and one in a function.
     edges = {(e.source, e.target, e.in_function) for e in import_graph()}
     assert ("pytest_reliable.plan.render", "pytest_reliable.plan.prompt", False) in edges
-    assert ("pytest_reliable.session", "pytest_reliable.models.local", True) in edges
+    assert ("pytest_reliable.run.session", "pytest_reliable.models.local", True) in edges
     assert ("pytest_reliable.evaluate.evaluation", "pytest_reliable.plan.sampling", False) in edges
 
 

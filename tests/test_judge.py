@@ -11,7 +11,7 @@ import pytest
 from pytest_reliable import Dataset, Generation, Judge, chat_model, openai_model, text_model
 from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.models.base import Message
-from pytest_reliable.session import ReliableSession, Settings
+from pytest_reliable.run.session import ReliableSession, Settings
 from pytest_reliable.tasks.judge import JudgeUsageError, judge_of
 from pytest_reliable.testing import ScriptedServer
 
@@ -575,7 +575,7 @@ def test_circular_usage_errors(tmp_path: Path) -> None:
 
 def test_the_plan_counts_the_circular_shifts(tmp_path: Path) -> None:
     from pytest_reliable import MultipleChoice
-    from pytest_reliable.plan_report import plan_reliable
+    from pytest_reliable.run.sizing import plan_reliable
 
     s = session(tmp_path, no_cache=True)
     try:

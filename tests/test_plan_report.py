@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from pytest_reliable import plan_report
-from pytest_reliable.plan_report import Design, RangeLayout, Resolution, TestPlan, resolve, solve
+from pytest_reliable.run import sizing as plan_report
+from pytest_reliable.run.sizing import Design, RangeLayout, Resolution, TestPlan, resolve, solve
 from pytest_reliable.stats import power, wilson_interval
 
 Z95 = scipy_stats.norm.ppf(0.95)
@@ -124,7 +124,7 @@ def test_plan_uses_a_stored_n_star(tmp_path) -> None:
     from pytest_reliable import Dataset, MultipleChoice, text_model
     from pytest_reliable.contract.markers import ReliableSpec
     from pytest_reliable.store.nstar import NStarEntry, NStarKey, NStarStore
-    from pytest_reliable.session import ReliableSession, Settings
+    from pytest_reliable.run.session import ReliableSession, Settings
     from pytest_reliable.space import Space
 
     space = Space.from_mapping("wrappers", {"wrapper": ["({})", "[{}]"]})

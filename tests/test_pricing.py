@@ -191,7 +191,7 @@ def test_a_judges_calls_are_in_the_tests_spend(tmp_path: Path) -> None:
 
     from pytest_reliable import Dataset, Generation, Judge, text_model
     from pytest_reliable.contract.markers import ChecklistSpec, ReliableSpec
-    from pytest_reliable.session import ReliableSession, Settings
+    from pytest_reliable.run.session import ReliableSession, Settings
 
     pricing = tmp_path / "prices.yaml"
     pricing.write_text(json.dumps({"models": {"cand": {"input": 0, "output": 0},

@@ -20,7 +20,7 @@ from pytest_reliable.evaluate.schedules import (
     RunStrategy,
     StopEarly,
 )
-from pytest_reliable.session import ReliableSession, ReliableTest, Settings
+from pytest_reliable.run.session import ReliableSession, ReliableTest, Settings
 from pytest_reliable.space import Space
 from pytest_reliable.store.nstar import NStarEntry
 from pytest_reliable.testing import ScriptedServer

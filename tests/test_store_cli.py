@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from pytest_reliable.cli.main import main
 
+from pytest_reliable.cli.main import main
 from pytest_reliable.models.base import ModelResponse
 from pytest_reliable.store import LocalStore
 from pytest_reliable.testing.postgres import PASSWORD, TemporaryPostgres, free_port
@@ -176,7 +176,7 @@ RSS_PROBE = """
 import sys
 from pathlib import Path
 from pytest_reliable.cli.main import main
-from pytest_reliable.store.cli import run_cache  # imported before the baseline
+from pytest_reliable.cli.cache import run_cache  # imported before the baseline
 
 def peak_kb():  # VmHWM: this process's peak resident memory (ru_maxrss counts the parent's too)
     status = Path("/proc/self/status").read_text()

@@ -18,13 +18,13 @@ import pytest
 import pytest_reliable
 from pytest_reliable import Classification, Dataset, MultipleChoice, Task, text_model
 from pytest_reliable.contract.markers import ChecklistSpec, ReliableSpec
+from pytest_reliable.run.session import ReliableSession, Settings
 from pytest_reliable.schema.entries import (
     CallsEntry,
     ChecklistEntry,
     ReliableEntry,
     SummaryFields,
 )
-from pytest_reliable.session import ReliableSession, Settings
 from pytest_reliable.space import Space
 
 ROOT = Path(pytest_reliable.__file__).resolve().parent.parent

@@ -33,8 +33,8 @@ Which requests a process may put in its batch is the runner's business
 (`runner.claim_batch_keys`): those whose claims it holds in the store, so two processes or hosts
 batching the same requests pay for them once.
 
-With ``--reliable-batch`` the run's first round (`pytest_reliable.first_round`) goes through this
-transport before the tests run; what it did for them (`AnsweredAhead`) is shared by every
+With ``--reliable-batch`` the run's first round (`pytest_reliable.run.first_round`) goes through
+this transport before the tests run; what it did for them (`AnsweredAhead`) is shared by every
 transport of the run, so the tests count the answers it paid for as their own calls.
 """
 
@@ -172,7 +172,7 @@ class BatchTransport:
         self.wait_timeout = wait_timeout
         """``--reliable-wait-timeout``: the longest one `answer` waits for its batches."""
         self.ahead = ahead if ahead is not None else AnsweredAhead()
-        """What the run's first round (`pytest_reliable.first_round`) did for the tests."""
+        """What the run's first round (`pytest_reliable.run.first_round`) did for the tests."""
         self.poll_first_s = poll_first_s
         self.poll_max_s = poll_max_s
         self.batches_sent = 0

@@ -697,7 +697,7 @@ class Runner:
 
     def _from_store(self, req: Request, key: str, response: ModelResponse) -> CallResult:
         """A stored answer: cached, unless this process paid for it in the run's first round
-        (``--reliable-batch``, `pytest_reliable.first_round`), which answered it ahead of this
+        (``--reliable-batch``, `pytest_reliable.run.first_round`), which answered it ahead of this
         evaluation: then it is this evaluation's call made, and its price this test's spend."""
         prepaid = self.transport.ahead.paid if self.transport is not None else {}
         if prepaid.pop(key, None) is None:

@@ -1,7 +1,7 @@
 """Power before any call: the true value at which a threshold goes the way its policy promises with
 80% probability, for a design of N instances x n resamplings (``--reliable-plan``).
 
-`pytest_reliable.plan_report` plans the calls and writes the text; the numbers are here, beside
+`pytest_reliable.run.sizing` plans the calls and writes the text; the numbers are here, beside
 the bounds they anticipate, so a change to a gate's bound and to its sizing is one change in one
 package. The method, in brief (`plan_report` prints it with every plan):
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from pytest_reliable.contract.markers import ChecklistSpec, ReliableSpec
     from pytest_reliable.plan.data import Dataset, Records
     from pytest_reliable.calls.pricing import Price
-    from pytest_reliable.session import ReliableSession, ReliableTest
+    from pytest_reliable.run.session import ReliableSession, ReliableTest
     from pytest_reliable.space import Space
     from pytest_reliable.tasks.builtin import Task
 

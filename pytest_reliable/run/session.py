@@ -343,7 +343,7 @@ class ReliableSession:
             # Said at the test that first used it, as the runner's warnings are.
             where = nodeid.split("::")[0] or "pytest-reliable"
             warnings.warn_explicit(warning, ModelWarning, where, 0,
-                                   module="pytest_reliable.session")
+                                   module="pytest_reliable.run.session")
         if self._run_store is None:
             from pytest_reliable.store import LocalStore
 
