@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_reliable._plugin_fixture import ReliableFixture
-    from pytest_reliable._plugin_markers import directional, invariance, mft, reliable
     from pytest_reliable.checklist.judge_task import JudgeTask
     from pytest_reliable.models.base import ModelResponse, SamplingParams
     from pytest_reliable.models.callables import chat_model, text_model
     from pytest_reliable.models.named import local_model, openai_model
     from pytest_reliable.plan.data import Dataset
+    from pytest_reliable.plugin.fixture import ReliableFixture
+    from pytest_reliable.plugin.markers import directional, invariance, mft, reliable
     from pytest_reliable.space import Space, Variant
     from pytest_reliable.tasks.builtin import (
         Classification,
@@ -34,11 +34,11 @@ __version__ = "0.1.0"
 # name -> module that defines it; imported on first attribute access. Keep in step with the
 # TYPE_CHECKING imports above (tests/test_typing.py checks that they agree).
 _LAZY: dict[str, str] = {
-    "reliable": "pytest_reliable._plugin_markers",
-    "invariance": "pytest_reliable._plugin_markers",
-    "directional": "pytest_reliable._plugin_markers",
-    "mft": "pytest_reliable._plugin_markers",
-    "ReliableFixture": "pytest_reliable._plugin_fixture",
+    "reliable": "pytest_reliable.plugin.markers",
+    "invariance": "pytest_reliable.plugin.markers",
+    "directional": "pytest_reliable.plugin.markers",
+    "mft": "pytest_reliable.plugin.markers",
+    "ReliableFixture": "pytest_reliable.plugin.fixture",
     "ReliableReport": "pytest_reliable.verdict.results",
     "ChecklistReport": "pytest_reliable.verdict.results",
     "text_model": "pytest_reliable.models.callables",

@@ -1,8 +1,8 @@
 """The batch transport (`pytest_reliable.calls.batch`) under a runner, against the scripted
-server's batch API: nothing paid is lost (issue 32, items 1-4). A line of the output that cannot be read fails
-its request and no other; a body without an answer is the same error on both paths; a batch that
-never finishes ends at the deadline with its id kept; a batch whose id was never learnt is found
-by its tag instead of being paid for twice."""
+server's batch API: nothing paid is lost (issue 32, items 1-4). A line of the output that cannot be
+read fails its request and no other; a body without an answer is the same error on both paths; a
+batch that never finishes ends at the deadline with its id kept; a batch whose id was never learnt
+is found by its tag instead of being paid for twice."""
 
 from __future__ import annotations
 
@@ -452,7 +452,7 @@ class _Reporter:
 def _progress_line(isatty: bool) -> tuple[Any, _Reporter]:
     from types import SimpleNamespace
 
-    from pytest_reliable._plugin_progress import ProgressLine
+    from pytest_reliable.plugin.progress import ProgressLine
 
     reporter = _Reporter(isatty)
     plugins = {"terminalreporter": reporter}

@@ -205,7 +205,7 @@ def test_a_lookalike_space_name_says_what_differs(asked: str, declared: str, say
 
 
 def test_an_undeclared_space_names_the_file_read(tmp_path: Path) -> None:
-    from pytest_reliable._plugin_checks import undeclared_space
+    from pytest_reliable.plugin.checks import undeclared_space
 
     settings = Settings(rootdir=tmp_path)
     said = undeclared_space("mcq", {}, settings, tmp_path)

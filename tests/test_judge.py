@@ -477,8 +477,8 @@ JUDGE_EXAMPLES = [
 
 def _checklist(tmp_path: Path, kind: str, judge_fn: Any, **kwargs: Any) -> Any:
     from pytest_reliable import JudgeTask
-    from pytest_reliable._plugin_markers import perturbation_exists
     from pytest_reliable.contract.markers import parse_checklist
+    from pytest_reliable.plugin.markers import perturbation_exists
 
     spec = parse_checklist(kind, (), kwargs, space_exists=lambda s: False,
                            perturbation_exists=perturbation_exists)
@@ -595,8 +595,8 @@ PAIRS = [
 
 def _pair_checklist(tmp_path: Path, kind: str, judge_fn: Any, **kwargs: Any) -> Any:
     from pytest_reliable import JudgeTask
-    from pytest_reliable._plugin_markers import perturbation_exists
     from pytest_reliable.contract.markers import parse_checklist
+    from pytest_reliable.plugin.markers import perturbation_exists
 
     spec = parse_checklist(kind, (), kwargs, space_exists=lambda s: False,
                            perturbation_exists=perturbation_exists)

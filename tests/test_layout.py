@@ -53,7 +53,9 @@ def imported_names(node: ast.Import | ast.ImportFrom, importer: str) -> list[str
         package = importer if is_package else importer.rpartition(".")[0]
         parent = package.split(".")[: len(package.split(".")) - node.level + 1]
         base = ".".join([*parent, base] if base else parent)
-    return [base, *(f"{base}.{alias.name}" for alias in node.names)]
+    # ``from pkg import submodule`` imports the submodule, not a name of pkg's __init__.
+    names = [f"{base}.{alias.name}" for alias in node.names]
+    return names if all(name in MODULES for name in names) else [base, *names]
 
 
 def package_imports(name: str, *, module_level: bool) -> set[str]:

@@ -1,7 +1,7 @@
 """``--reliable-batch``'s first round (SPEC section 13): the run's first calls in one batch.
 
 After collection the plugin runs each reliable test's body up to its evaluate call, as
-``--reliable-plan`` does (`pytest_reliable._plugin_batch`). `requests_of` gives what that
+``--reliable-plan`` does (`pytest_reliable.plugin.batch`). `requests_of` gives what that
 evaluation calls before any answer is known, its *first round*; `FirstRound` gathers them over
 the run and `FirstRound.send` has the uncached ones answered through the runner, so one batch per
 model (and one follow-up batch for its failed lines), filling the store. Then the tests run as

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import pytest
 
-from pytest_reliable._plugin_markers import kind_of
-from pytest_reliable._plugin_xdist import is_worker
+from pytest_reliable.plugin.markers import kind_of
+from pytest_reliable.plugin.xdist import is_worker
 
 if TYPE_CHECKING:
     from pytest_reliable.run.sizing import TestPlan
@@ -60,7 +60,7 @@ class PlanHooks:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if is_worker(terminalreporter.config):
             return
-        from pytest_reliable._plugin_state import state_of
+        from pytest_reliable.plugin.state import state_of
         from pytest_reliable.run.sizing import PlanBudget, TestPlan, format_plans
 
         budget = PlanBudget.of(state_of(terminalreporter.config).settings)

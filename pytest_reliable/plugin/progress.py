@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_reliable._plugin_xdist import is_worker, worker_id
+from pytest_reliable.plugin.xdist import is_worker, worker_id
 
 if TYPE_CHECKING:
     from pytest_reliable.calls.runner import ProgressEvent

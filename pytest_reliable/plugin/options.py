@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from pytest_reliable._plugin_xdist import controller_run_id, controller_seed
 from pytest_reliable.contract.settings import Settings
+from pytest_reliable.plugin.xdist import controller_run_id, controller_seed
 
 SEED_CACHE_KEY = "reliable/seed"
 """Where ``--reliable-seed last`` finds the previous run's seed (pytest's cache)."""

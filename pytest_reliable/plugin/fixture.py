@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
-from pytest_reliable._plugin_batch import gather_instead
-from pytest_reliable._plugin_markers import default_resamplings, perturbation_exists
-from pytest_reliable._plugin_plan import plan_instead
-from pytest_reliable._plugin_prices import price_instead
-from pytest_reliable._plugin_state import (
+from pytest_reliable.plugin.batch import gather_instead
+from pytest_reliable.plugin.markers import default_resamplings, perturbation_exists
+from pytest_reliable.plugin.sizing import plan_instead
+from pytest_reliable.plugin.prices import price_instead
+from pytest_reliable.plugin.state import (
     ERRORS_KEY,
     RESULTS_KEY,
     SPECS_KEY,

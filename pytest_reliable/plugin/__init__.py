@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_reliable import _plugin_checks as checks
-from pytest_reliable._plugin_batch import GATHERING_KEY, FirstRoundHooks
-from pytest_reliable._plugin_fixture import (
+from pytest_reliable.plugin import checks
+from pytest_reliable.plugin.batch import GATHERING_KEY, FirstRoundHooks
+from pytest_reliable.plugin.fixture import (
     ReliableFixture,
     baseline_configured,
     reliable_baseline,
@@ -35,7 +35,7 @@ from pytest_reliable._plugin_fixture import (
     reliable_model,
     warn_unused_baseline_report,
 )
-from pytest_reliable._plugin_markers import (
+from pytest_reliable.plugin.markers import (
     MARKER_ERROR,
     directional,
     has_marker,
@@ -46,19 +46,19 @@ from pytest_reliable._plugin_markers import (
     register_markers,
     reliable,
 )
-from pytest_reliable._plugin_options import add_options
-from pytest_reliable._plugin_outcome import outcome_of
-from pytest_reliable._plugin_plan import PlanHooks
-from pytest_reliable._plugin_prices import PricePass, in_price_pass
-from pytest_reliable._plugin_progress import ProgressLine
-from pytest_reliable._plugin_state import (
+from pytest_reliable.plugin.options import add_options
+from pytest_reliable.plugin.outcome import outcome_of
+from pytest_reliable.plugin.prices import PricePass, in_price_pass
+from pytest_reliable.plugin.progress import ProgressLine
+from pytest_reliable.plugin.sizing import PlanHooks
+from pytest_reliable.plugin.state import (
     ERRORS_KEY,
     RESULTS_KEY,
     SPECS_KEY,
     STATE_NAME,
     ReliableState,
 )
-from pytest_reliable._plugin_xdist import XdistHooks, fail_collection, is_lock_writer, is_worker
+from pytest_reliable.plugin.xdist import XdistHooks, fail_collection, is_lock_writer, is_worker
 
 if TYPE_CHECKING:
     from pytest_reliable.schema.entries import Entry
@@ -111,7 +111,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                       "reliable-xdist")
     _stop_on_sigterm(config)
     if config.pluginmanager.hasplugin("html"):
-        from pytest_reliable._plugin_html import PytestHtmlHooks
+        from pytest_reliable.plugin.html import PytestHtmlHooks
 
         config.pluginmanager.register(PytestHtmlHooks(state), "reliable-pytest-html")
 

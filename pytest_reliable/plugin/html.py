@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_reliable._plugin_state import ReliableState
+    from pytest_reliable.plugin.state import ReliableState
 
 
 class PytestHtmlHooks:

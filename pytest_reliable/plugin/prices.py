@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_reliable._plugin_markers import kind_of
-from pytest_reliable._plugin_xdist import is_worker
+from pytest_reliable.plugin.markers import kind_of
+from pytest_reliable.plugin.xdist import is_worker
 
 if TYPE_CHECKING:
-    from pytest_reliable._plugin_state import ReliableState
     from pytest_reliable.models.base import AsyncModel
+    from pytest_reliable.plugin.state import ReliableState
 
 UNPRICED_ERROR = "--reliable-budget "
 """How the usage error (and a worker's collect error) for models without a price begins

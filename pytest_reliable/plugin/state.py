@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_reliable import _plugin_checks as checks
-from pytest_reliable._plugin_checks import LOCK_ERROR
-from pytest_reliable._plugin_markers import MARKER_ERROR
-from pytest_reliable._plugin_options import read_settings, remember_seed
-from pytest_reliable._plugin_outcome import session_outcome
-from pytest_reliable._plugin_prices import UNPRICED_ERROR
-from pytest_reliable._plugin_xdist import is_worker
 from pytest_reliable.files import content_hash
+from pytest_reliable.plugin import checks
+from pytest_reliable.plugin.checks import LOCK_ERROR
+from pytest_reliable.plugin.markers import MARKER_ERROR
+from pytest_reliable.plugin.options import read_settings, remember_seed
+from pytest_reliable.plugin.outcome import session_outcome
+from pytest_reliable.plugin.prices import UNPRICED_ERROR
+from pytest_reliable.plugin.xdist import is_worker
 
 if TYPE_CHECKING:
     # The stash keys below name these in strings, which mypy reads and ruff does not.
