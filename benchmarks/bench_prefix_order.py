@@ -86,7 +86,7 @@ def main() -> None:
     rows = []
     try:
         # Start the server before timing, so neither order pays for its start-up.
-        from pytest_reliable.calls.runner import Request
+        from pytest_reliable.calls.requests import Request
         from pytest_reliable.models.base import SamplingParams
 
         warm = session.runner(session.default_model(), "warm-up")

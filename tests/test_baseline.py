@@ -15,7 +15,7 @@ from scipy.stats import norm
 
 from pytest_reliable import Dataset, MultipleChoice, stats, text_model
 from pytest_reliable.calls.cache import cache_key
-from pytest_reliable.calls.runner import number_samples
+from pytest_reliable.calls.requests import number_samples
 from pytest_reliable.contract.markers import MarkerArgumentError, ReliableSpec, parse_reliable
 from pytest_reliable.evaluate.evaluation import EvaluationSettings, plan_cells
 from pytest_reliable.plan.sampling import derive_seed

@@ -20,7 +20,8 @@ import pytest
 import pytest_reliable.calls.runner as runner_module
 from pytest_reliable.calls.batch import SENDING, TAG_NAME, TAG_SENT, BatchTransport, batch_name
 from pytest_reliable.calls.cache import ResponseCache
-from pytest_reliable.calls.runner import ProgressEvent, Request, Runner, number_samples
+from pytest_reliable.calls.requests import ProgressEvent, Request, number_samples
+from pytest_reliable.calls.runner import Runner
 from pytest_reliable.models.base import ModelCallError, SamplingParams
 from pytest_reliable.models.openai_compat import OpenAICompatibleModel, response_from_body
 from pytest_reliable.store import Store
@@ -404,7 +405,7 @@ def test_another_host_finds_the_batch_a_killed_host_created_through_postgresql(
     """SPEC 10 with 13: host A is stopped while its batch's creation is answered (the batch
     exists, A never learns its id); host B, sharing the PostgreSQL store, finds the batch by the
     tag A's sending mark holds in the store, and collects it: one batch, paid once."""
-    from pytest_reliable.calls.runner import call_loop
+    from pytest_reliable.calls.loop import call_loop
     from pytest_reliable.store.postgres import PostgresStore
     from pytest_reliable.testing import Fault
 
@@ -488,7 +489,7 @@ def test_a_run_stopped_during_the_follow_up_batch_keeps_the_first_batchs_answers
     """The first batch's answers are stored as soon as it is collected, not after its follow-up
     batch: a run stopped meanwhile kept none of them (the first batch forgotten, so the rerun
     paid for them again). The rerun collects the follow-up batch it left."""
-    from pytest_reliable.calls.runner import call_loop
+    from pytest_reliable.calls.loop import call_loop
 
     bad: dict[str, str] = {}
     holder: dict[str, ScriptedServer] = {}

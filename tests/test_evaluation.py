@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from pytest_reliable.calls.runner import CallResult, number_samples
+from pytest_reliable.calls.requests import CallResult, number_samples
 from pytest_reliable.evaluate.evaluation import (
     CANONICAL,
     CellResult,

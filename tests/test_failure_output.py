@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_reliable import Dataset, MultipleChoice, text_model
-from pytest_reliable.calls.runner import ProgressEvent
+from pytest_reliable.calls.requests import ProgressEvent
 from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.contract.settings import Settings
 from pytest_reliable.report.format import fit_name, fit_names

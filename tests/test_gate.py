@@ -26,7 +26,7 @@ from pytest_reliable.verdict.gate import (
     spread_evidence,
 )
 from pytest_reliable.models.base import ModelResponse
-from pytest_reliable.calls.runner import CallResult
+from pytest_reliable.calls.requests import CallResult
 from pytest_reliable.space import Space
 from pytest_reliable.verdict.summary import summarize
 from pytest_reliable.tasks.builtin import MultipleChoice

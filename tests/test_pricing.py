@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_reliable.calls.budget import Budget
 from pytest_reliable.calls.pricing import (
     FREE,
     MAX_PRICE,
@@ -24,7 +25,6 @@ from pytest_reliable.calls.pricing import (
     model_names,
     unpriced,
 )
-from pytest_reliable.calls.runner import Budget
 from pytest_reliable.models.base import ModelResponse
 
 

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from pytest_reliable.calls.budget import Budget
 from pytest_reliable.calls.cache import ResponseCache
-from pytest_reliable.calls.runner import Budget, ProgressEvent, Request, Runner, number_samples
+from pytest_reliable.calls.requests import ProgressEvent, Request, number_samples
+from pytest_reliable.calls.runner import Runner
 from pytest_reliable.models.base import ModelSetupError, SamplingParams
 from pytest_reliable.models.openai_compat import OpenAICompatibleModel
 from pytest_reliable.testing import Fault, ScriptedServer, scripted_model
@@ -278,7 +280,8 @@ CHILD = textwrap.dedent(
     from pytest_reliable.calls.cache import ResponseCache
     from pytest_reliable.models.base import SamplingParams
     from pytest_reliable.models.openai_compat import OpenAICompatibleModel
-    from pytest_reliable.calls.runner import Runner, number_samples
+    from pytest_reliable.calls.runner import Runner
+    from pytest_reliable.calls.requests import number_samples
     base_url, path = sys.argv[1], sys.argv[2]
     model = OpenAICompatibleModel("m", base_url, api_key="k")
     reqs = number_samples([([{"role": "user", "content": f"q {i}"}], SamplingParams())
@@ -384,7 +387,8 @@ HUNG_CHILD = textwrap.dedent(
     import time
     from pytest_reliable.models.base import SamplingParams
     from pytest_reliable.models.callables import text_model
-    from pytest_reliable.calls.runner import Runner, number_samples
+    from pytest_reliable.calls.runner import Runner
+    from pytest_reliable.calls.requests import number_samples
     model = text_model(lambda p: time.sleep(10**6), id="hung")
     reqs = number_samples([([{"role": "user", "content": "q"}], SamplingParams())], "t::hung")
     [result] = Runner(model, None, timeout=0.5, max_retries=0).run(reqs)
@@ -491,7 +495,7 @@ def test_url_credentials_and_query_secrets_are_redacted() -> None:
 
 # -- the run's event loop -----------------------------------------------------------------------
 def test_calls_run_on_one_loop_or_on_the_given_one() -> None:
-    from pytest_reliable.calls.runner import call_loop, use_loop
+    from pytest_reliable.calls.loop import call_loop, use_loop
     from pytest_reliable.models.callables import text_model
 
     loops: list[asyncio.AbstractEventLoop] = []
@@ -518,7 +522,7 @@ def test_calls_run_on_one_loop_or_on_the_given_one() -> None:
 def test_the_runs_end_stops_its_loop_with_abandoned_calls_and_closes_the_models() -> None:
     import threading
 
-    from pytest_reliable.calls.runner import call_loop, stop_call_loop
+    from pytest_reliable.calls.loop import call_loop, stop_call_loop
 
     stubborn_started = threading.Event()
 

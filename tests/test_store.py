@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from pytest_reliable.calls.runner import ProgressEvent, Request, Runner
+from pytest_reliable.calls.requests import ProgressEvent, Request
+from pytest_reliable.calls.runner import Runner
 from pytest_reliable.models.base import ModelResponse, SamplingParams
 from pytest_reliable.store import Claim, LocalStore, Store, StoreUsageError, StoreWarning
 from pytest_reliable.store.nstar import NStarEntry, NStarKey

@@ -58,7 +58,7 @@ from pytest_reliable.models.openai_compat import response_from_body
 from pytest_reliable.redact import redact
 
 if TYPE_CHECKING:
-    from pytest_reliable.calls.runner import Request
+    from pytest_reliable.calls.requests import Request
     from pytest_reliable.models.openai_compat import OpenAICompatibleModel
     from pytest_reliable.store import Store
 

@@ -19,31 +19,28 @@ no further call (`Runner._check_model_available`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import json
 import logging
 import math
 import random
-import threading
 import time
 import warnings
-from collections.abc import Callable, Coroutine, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from pytest_reliable.calls.budget import Budget
 from pytest_reliable.calls.cache import CacheMissError, cache_key, miss_message
-from pytest_reliable.calls.pricing import Price, Spend, call_cost, max_call_usd
-from pytest_reliable.errors import ReliableError
+from pytest_reliable.calls.loop import CallInterrupted, run_on_call_loop
+from pytest_reliable.calls.pricing import Price, call_cost, max_call_usd
+from pytest_reliable.calls.requests import CallResult, ProgressEvent, Request, RunStats
 from pytest_reliable.models.base import (
     ABANDONED_CALLS_MAX,
     USAGE_IGNORED,
     AsyncModel,
     Message,
     ModelCallError,
-    ModelError,
     ModelResponse,
     ModelWarning,
     SamplingParams,
@@ -56,7 +53,6 @@ from pytest_reliable.models.base import (
 from pytest_reliable.redact import redact
 from pytest_reliable.store.base import (
     AnswerRow,
-    Ledger,
     Store,
     StoreUnavailable,
     StoreWarning,
@@ -69,215 +65,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pytest_reliable.runner")
 
-Status = Literal["ok", "not_run", "error"]
 RETRY_AFTER_MAX_S = 60.0
 """A server's Retry-After is honoured up to this many seconds."""
 CANCEL_GRACE_S = 2.0
 """A call cancelled at the timeout gets this long to end; one that ignores its cancellation
 is then abandoned (counted in `abandoned_calls`, reported), so it cannot hold the run."""
-
-
-@dataclass(frozen=True)
-class Request:
-    """One call: messages as a tuple of (role, content) pairs (hashable, canonical)."""
-
-    messages: tuple[tuple[str, str], ...]
-    params: SamplingParams
-    sample_index: int = 0
-    scope: str | None = None
-
-    @classmethod
-    def of(
-        cls,
-        messages: Sequence[Message] | Sequence[tuple[str, str]],
-        params: SamplingParams,
-        sample_index: int = 0,
-        scope: str | None = None,
-    ) -> Request:
-        canon = tuple(
-            (str(m["role"]), str(m["content"])) if isinstance(m, dict) else (str(m[0]), str(m[1]))
-            for m in messages
-        )
-        return cls(canon, params, sample_index, scope)
-
-    def message_dicts(self) -> list[Message]:
-        return [{"role": r, "content": c} for r, c in self.messages]
-
-
-def number_samples(
-    items: Sequence[tuple[Sequence[Message], SamplingParams]], nodeid: str
-) -> list[Request]:
-    """Sample indexes in plan order: occurrence number at temperature > 0 (scoped to the nodeid),
-    index 0 and no scope at temperature 0."""
-    seen: dict[tuple[Any, ...], int] = {}
-    out: list[Request] = []
-    for messages, params in items:
-        req = Request.of(messages, params)
-        if params.temperature > 0:
-            k = (req.messages, params)
-            idx = seen.get(k, 0)
-            seen[k] = idx + 1
-            out.append(Request(req.messages, params, idx, nodeid))
-        else:
-            out.append(req)
-    return out
-
-
-@dataclass
-class CallResult:
-    response: ModelResponse | None
-    cached: bool = False
-    status: Status = "ok"
-    error: str | None = None
-    attempts: int = 0
-    retries: int = 0
-
-
-@dataclass(frozen=True)
-class ProgressEvent:
-    done: int
-    total: int
-    cached: int
-    made: int
-    failed: int
-    note: str | None = None
-    """What the calls wait for, when they wait for another party (a batch, another process)."""
-    waiting: str = ""
-    """What the evaluation waits for, once a wait for other processes' claims is long (see
-    `store.waits`): shown on the progress line."""
-
-
-@dataclass
-class RunStats:
-    made: int = 0
-    cached: int = 0
-    retries: int = 0
-    not_run: int = 0
-    errors: int = 0
-    prompt_tokens: int = 0
-    """Prompt tokens sent with the calls made (as the server counted them)."""
-    prompt_tokens_evaluated: int = 0
-    """Of those, the tokens the server had to evaluate: see `Runner._evaluated_tokens`."""
-    completion_tokens: int = 0
-    abandoned: int = 0
-    """Calls that did not end within `CANCEL_GRACE_S` of their cancellation at the timeout."""
-    spend: Spend = field(default_factory=Spend)
-    """Money of these calls (SPEC section 13): paid now, and saved by the cache."""
-    usage_ignored: str | None = None
-    """The first bad usage a paid answer reported (kept, its tokens estimated): said once."""
-
-
-class Budget:
-    """Call/token budget of the whole run (thread-safe).
-
-    A call is one attempt sent: a retry counts, and so does an attempt abandoned at the timeout and
-    sent again (the server still completes it, and bills it). Without a ledger it counts in this
-    process; with the store's `Ledger` (the session gives one) the count is shared by every process
-    and host of the run id, so ``--reliable-budget 50calls`` means 50 calls whatever the number of
-    workers or machines. When the ledger's database cannot be used, the count goes on in this
-    process (reported once): the run goes on, and its verdicts do not depend on the store.
-
-    ``max_usd``: a call is granted only if its most possible cost (reserved at `try_start`) fits
-    under the limit with what was spent and reserved so far; `settle` replaces the reservation
-    by the call's real cost once its usage is known.
-    """
-
-    def __init__(
-        self,
-        max_calls: int | None = None,
-        max_tokens: int | None = None,
-        *,
-        max_usd: float | None = None,
-        ledger: Ledger | None = None,
-    ) -> None:
-        self.max_calls = max_calls
-        self.max_tokens = max_tokens
-        self.max_usd = max_usd
-        self.ledger = ledger
-        self.calls = 0
-        self.tokens = 0
-        self.usd = 0.0
-        self.outstanding_usd = 0.0
-        """Reserved by this process's calls in flight, not settled yet."""
-        self._lock = threading.Lock()
-        self._ledger_failure: str | None = None
-        self._failure_taken = False
-
-    def describe(self) -> str:
-        """The limit as the user gave it, e.g. ``--reliable-budget 50calls``."""
-        parts = []
-        if self.max_usd is not None:
-            parts.append(f"{self.max_usd:g}usd")
-        if self.max_calls is not None:
-            parts.append(f"{self.max_calls}calls")
-        if self.max_tokens is not None:
-            parts.append(f"{self.max_tokens}")
-        return "--reliable-budget " + ",".join(parts)
-
-    def _exhausted(self) -> bool:
-        return (self.max_calls is not None and self.calls >= self.max_calls) or (
-            self.max_tokens is not None and self.tokens >= self.max_tokens
-        )
-
-    def _over_usd(self, usd: float) -> bool:
-        return self.max_usd is not None and self.usd + usd > self.max_usd + 1e-12
-
-    def _shared(self) -> Ledger | None:
-        return self.ledger if self._ledger_failure is None else None
-
-    def _lost(self, error: StoreUnavailable) -> None:
-        with self._lock:
-            if self._ledger_failure is None:
-                self._ledger_failure = (
-                    f"pytest-reliable: the budget ledger of the store could not be used ({error}): "
-                    f"{self.describe()} is counted in this process from now on, so other "
-                    "processes or hosts of this run may spend their own share too."
-                )
-
-    def try_start(self, usd: float = 0.0) -> bool:
-        """Reserve one call (one attempt sent) and ``usd``, its most possible cost; False when
-        the budget is spent (or the call could pass the USD limit)."""
-        ledger = self._shared()
-        if ledger is not None:
-            try:
-                granted = ledger.reserve(self.max_calls, self.max_tokens, self.max_usd, usd)
-            except StoreUnavailable as error:
-                self._lost(error)
-            else:
-                with self._lock:
-                    self.calls += int(granted)
-                    self.usd += usd if granted else 0.0
-                    self.outstanding_usd += usd if granted else 0.0
-                return granted
-        with self._lock:
-            if self._exhausted() or self._over_usd(usd):
-                return False
-            self.calls += 1
-            self.usd += usd
-            self.outstanding_usd += usd
-            return True
-
-    def add_tokens(self, n: int, usd: float = 0.0, released: float = 0.0) -> None:
-        """Charge a call's tokens, and ``usd`` (its real cost less its reservations ``released``:
-        may be negative)."""
-        with self._lock:
-            self.tokens += n
-            self.usd += usd
-            self.outstanding_usd = max(0.0, self.outstanding_usd - released)
-        ledger = self._shared()
-        if ledger is not None:
-            try:
-                ledger.add_tokens(n, usd)
-            except StoreUnavailable as error:
-                self._lost(error)
-
-    def take_failure(self) -> str | None:
-        """The ledger's failure message, once (None before one, and after)."""
-        with self._lock:
-            if self._ledger_failure is None or self._failure_taken:
-                return None
-            self._failure_taken = True
-            return self._ledger_failure
 
 
 class _BudgetSpent(Exception):
@@ -287,21 +79,6 @@ class _BudgetSpent(Exception):
 class _Stopping(Exception):
     """Another call of the evaluation was interrupted: this one does not start (never
     retried)."""
-
-
-class CallInterrupted(Exception):
-    """A model call raised `KeyboardInterrupt`: the user's Ctrl-C (or a model that means it).
-
-    Carried through the run's tasks as an ordinary exception (a `KeyboardInterrupt` escaping a
-    task would stop the event loop under every other call) and raised again, as the original
-    `KeyboardInterrupt`, in the thread that waits for the calls (`run_on_call_loop`): the run
-    stops as pytest stops on Ctrl-C, with every answer that came back already stored. No call
-    starts after it, and the calls in flight get `CANCEL_GRACE_S` to come back first
-    (`Runner._drain_on_interrupt`)."""
-
-    def __init__(self, interrupt: KeyboardInterrupt) -> None:
-        super().__init__(str(interrupt) or "KeyboardInterrupt")
-        self.interrupt = interrupt
 
 
 def _classify(exc: BaseException) -> tuple[bool, float | None]:
@@ -364,109 +141,6 @@ _usage_said: set[str] = set()
 
 _last_prompt: dict[str, str] = {}
 """The last prompt sent to each one-slot model (by identity): what its KV cache holds."""
-
-
-# -- the run's event loop ------------------------------------------------------------------------
-_loop_lock = threading.Lock()
-_loop: asyncio.AbstractEventLoop | None = None
-_loop_thread: threading.Thread | None = None
-_test_loop: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
-    "pytest_reliable_test_loop", default=None
-)
-
-
-def call_loop() -> asyncio.AbstractEventLoop:
-    """The process's loop for model calls, running in a daemon thread (started on first use)."""
-    global _loop, _loop_thread
-    with _loop_lock:
-        if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            _loop_thread = threading.Thread(
-                target=loop.run_forever, name="pytest-reliable-loop", daemon=True
-            )
-            _loop_thread.start()
-            _loop = loop
-        return _loop
-
-
-STOP_GRACE_S = 1.0
-"""How long the run's end waits for calls still running on the loop (abandoned ones, which
-ignored their cancellation once) before it cancels them again and closes the loop anyway."""
-
-
-def stop_call_loop(closing: Sequence[Coroutine[Any, Any, None]] = ()) -> None:
-    """End the process's call loop at the run's end: wait briefly for what still runs on it,
-    cancel the rest, run ``closing`` (the models' ``aclose()``) on it, then stop and close it
-    (a later call starts a new loop). Without this, abandoned calls outlive the run: a
-    pytest-xdist worker is interrupted at its exit with them in flight, and their HTTP clients'
-    finalizers print tracebacks."""
-    global _loop, _loop_thread
-    if closing:
-        call_loop()  # the clients close on a loop even when no call was ever made
-    with _loop_lock:
-        loop, thread = _loop, _loop_thread
-        _loop, _loop_thread = None, None
-    if loop is None or loop.is_closed():
-        return
-
-    async def wind_down() -> None:
-        rest = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
-        if rest:
-            _, running = await asyncio.wait(rest, timeout=STOP_GRACE_S)
-            for task in running:
-                task.cancel()
-        for coro in closing:
-            try:
-                await coro
-            except Exception:
-                log.debug("closing a model failed", exc_info=True)
-        await loop.shutdown_asyncgens()
-
-    try:
-        asyncio.run_coroutine_threadsafe(wind_down(), loop).result(STOP_GRACE_S + 5.0)
-    except Exception:  # a call that ignores its cancellation again: stop the loop regardless
-        log.debug("stopping the call loop with tasks still running", exc_info=True)
-    loop.call_soon_threadsafe(loop.stop)
-    if thread is not None:
-        thread.join(STOP_GRACE_S)
-    if not loop.is_running():
-        loop.close()
-
-
-@contextlib.contextmanager
-def use_loop(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
-    """Run the calls of this context (and of threads started with its context) on ``loop``."""
-    token = _test_loop.set(loop)
-    try:
-        yield
-    finally:
-        _test_loop.reset(token)
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-def run_on_call_loop(coro: Any) -> Any:
-    """Run ``coro`` on the run's loop and wait for it from this (non-loop) thread."""
-    loop = _test_loop.get() or call_loop()
-    if _running_loop() is loop:
-        coro.close()
-        raise ReliableError(
-            "a synchronous evaluation was started on the event loop that runs the model calls: "
-            "in an async test use `await reliable.aevaluate(...)`"
-        )
-    future = asyncio.run_coroutine_threadsafe(coro, loop)
-    try:
-        return future.result()
-    except CallInterrupted as interrupted:
-        raise interrupted.interrupt from None
-    except BaseException:
-        future.cancel()  # Ctrl-C/SIGTERM: stop the calls still waiting
-        raise
 
 
 CLAIM_POLL_FIRST_S = 0.05
@@ -1170,17 +844,4 @@ class Runner:
                                module="pytest_reliable.calls.runner")
 
 
-__all__ = [
-    "Budget",
-    "CacheMissError",
-    "CallResult",
-    "ModelError",
-    "ProgressEvent",
-    "Request",
-    "RunStats",
-    "Runner",
-    "call_loop",
-    "number_samples",
-    "run_on_call_loop",
-    "use_loop",
-]
+__all__ = ["Runner", "claim_batch_keys", "release_keys"]

@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from pytest_reliable.calls.pricing import Spend
-from pytest_reliable.calls.runner import CallResult, Request, Runner, number_samples
+from pytest_reliable.calls.requests import CallResult, Request, number_samples
+from pytest_reliable.calls.runner import Runner
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.models.base import AsyncModel, SamplingParams
 from pytest_reliable.plan.prompt import Prompt

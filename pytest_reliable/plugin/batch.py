@@ -31,7 +31,7 @@ import pytest
 from pytest_reliable.plugin.markers import kind_of
 
 if TYPE_CHECKING:
-    from pytest_reliable.calls.runner import ProgressEvent, Request
+    from pytest_reliable.calls.requests import ProgressEvent, Request
     from pytest_reliable.models.base import AsyncModel
     from pytest_reliable.plugin.state import ReliableState
     from pytest_reliable.run.first_round import FirstRound  # noqa: F401 - named in a stash key

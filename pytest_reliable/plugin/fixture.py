@@ -235,7 +235,7 @@ class ReliableFixture:
         import asyncio
 
         from pytest_reliable.models.base import to_daemon_thread
-        from pytest_reliable.calls.runner import use_loop
+        from pytest_reliable.calls.loop import use_loop
 
         with use_loop(asyncio.get_running_loop()):
             return await to_daemon_thread(method, dataset, task)

@@ -23,7 +23,7 @@ import pytest
 from pytest_reliable.plugin.xdist import is_worker, worker_id
 
 if TYPE_CHECKING:
-    from pytest_reliable.calls.runner import ProgressEvent
+    from pytest_reliable.calls.requests import ProgressEvent
 
 
 WAIT_LOG_INTERVAL = 60.0

@@ -35,7 +35,7 @@ from pytest_reliable.evaluate.evaluation import CANONICAL, plan_cells
 from pytest_reliable.tasks.judge import judge_of
 
 if TYPE_CHECKING:
-    from pytest_reliable.calls.runner import ProgressEvent, Request
+    from pytest_reliable.calls.requests import ProgressEvent, Request
     from pytest_reliable.contract.markers import ReliableSpec
     from pytest_reliable.models.base import AsyncModel
     from pytest_reliable.plan.data import Records

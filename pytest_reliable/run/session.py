@@ -67,12 +67,10 @@ from pytest_reliable.calls.pricing import (
 from pytest_reliable.calls.pricing import model_names as pricing_names
 from pytest_reliable.verdict.results import ChecklistReport, ReliableReport
 from pytest_reliable.evaluate.schedules import AutoN, FixedN, GateRun, RunStrategy, StopEarly
-from pytest_reliable.calls.runner import (
-    Budget,
-    ProgressEvent,
-    Runner,
-    stop_call_loop,
-)
+from pytest_reliable.calls.budget import Budget
+from pytest_reliable.calls.requests import ProgressEvent
+from pytest_reliable.calls.runner import Runner
+from pytest_reliable.calls.loop import stop_call_loop
 from pytest_reliable.plan.sampling import derive_seed
 from pytest_reliable.space import Space
 from pytest_reliable.store import Store, StoreConfig, open_store

@@ -41,7 +41,8 @@ from pytest_reliable.report.format import cut_text
 from pytest_reliable.tasks.judge_votes import read_choice, read_one_to_five, read_pass_fail
 
 if TYPE_CHECKING:
-    from pytest_reliable.calls.runner import CallResult, Request, Runner
+    from pytest_reliable.calls.requests import CallResult, Request
+    from pytest_reliable.calls.runner import Runner
     from pytest_reliable.evaluate.evaluation import CellResult
     from pytest_reliable.schema.entries import JudgeEntry, PairwiseEntry
 
@@ -198,7 +199,7 @@ class Judge:
         """The votes of one answer: vote index 0..votes-1 (independent draws at temperature
         > 0; at temperature 0 the votes are asked as distinct draws too, so a deterministic
         judge's agreement is measured, not assumed)."""
-        from pytest_reliable.calls.runner import Request
+        from pytest_reliable.calls.requests import Request
 
         messages = self.messages(item)
         return [Request(messages, self.params, vote, JUDGE_SCOPE) for vote in range(self.votes)]
@@ -259,7 +260,7 @@ class Judge:
         (no majority: no decision); the two orders agreeing give a win (1) or a loss (0), else
         a tie (0.5). A cell without a baseline answer is a tie with no votes cast (and its
         baseline call a problem of the test)."""
-        from pytest_reliable.calls.runner import Request
+        from pytest_reliable.calls.requests import Request
 
         requests: list[Request] = []
         for item, other in zip(items, baseline):
