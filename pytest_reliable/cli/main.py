@@ -97,12 +97,7 @@ def add_merge_command(commands: Any) -> None:
 
 
 def run_merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from pytest_reliable.report import (
-        ReportFileError,
-        markdown_summary,
-        summary_table,
-        write_report,
-    )
+    from pytest_reliable.report import markdown_summary, summary_table, write_report
     from pytest_reliable.report.format import spend_note
     from pytest_reliable.report.json_report import total_cost
     from pytest_reliable.report.merge import (
@@ -115,6 +110,7 @@ def run_merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         read_expected_tests,
         unexpected_tests,
     )
+    from pytest_reliable.schema.load import ReportFileError
 
     prog = f"{parser.prog} merge"
     if isinstance(sys.stdout, io.TextIOWrapper):  # a test name no terminal can encode

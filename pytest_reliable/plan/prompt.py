@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 
@@ -33,3 +34,8 @@ class Prompt:
     def text(self) -> str:
         """All messages as one string (system message, blank line, user message)."""
         return "\n\n".join(m["content"] for m in self.messages)
+
+
+def render_messages(messages: Iterable[Mapping[str, str]]) -> str:
+    """A chat prompt as a person reads it: one block per message, with its role."""
+    return "\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)

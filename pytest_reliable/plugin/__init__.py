@@ -239,7 +239,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     failing = [report for report in item.stash.get(RESULTS_KEY, []) if not report.passed]
     if failing:
         from pytest_reliable.redact import redact
-        from pytest_reliable.report.format import cut_message
+        from pytest_reliable.schema.text import cut_message
 
         # The message quotes model answers, which may hold a secret (the key echoed back).
         pytest.fail(redact(cut_message("\n\n".join(r.failure_message() for r in failing))),

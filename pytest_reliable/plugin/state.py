@@ -153,7 +153,7 @@ class ReliableState:
         (a model may answer with the API key), model text cut unless --reliable-full-text, then
         the pytest_reliable_report_entry hook. Every writer reads the entry from here on."""
         from pytest_reliable.redact import redact_strings
-        from pytest_reliable.report.format import cut_strings
+        from pytest_reliable.schema.text import cut_strings
 
         entry = cast("Entry", redact_strings(entry))
         if not self.settings.full_text:

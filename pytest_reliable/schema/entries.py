@@ -17,6 +17,9 @@ from __future__ import annotations
 import math
 from typing import Any, TypedDict, cast
 
+SCHEMA_VERSION = 1
+"""The report's ``schema_version`` (`schema.load` reads the versions it knows)."""
+
 
 class GroupEntry(TypedDict):
     """One group of a range (a format, a dimension value, an order position)."""

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from pytest_reliable import __version__
-from pytest_reliable.report.json_report import SCHEMA_VERSION
-from pytest_reliable.schema.entries import ReportDocument
+from pytest_reliable.schema.entries import SCHEMA_VERSION, ReportDocument
 
 READABLE_SCHEMA_VERSIONS = frozenset({1})
 """The ``schema_version`` values this version reads (every one it or an earlier version wrote)."""

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.models.base import SamplingParams
 from pytest_reliable.models.named import NamedModel
-from pytest_reliable.report.format import cut_text
+from pytest_reliable.schema.text import cut_text
 from pytest_reliable.tasks.judge_votes import read_choice, read_one_to_five, read_pass_fail
 
 if TYPE_CHECKING:

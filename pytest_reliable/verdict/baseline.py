@@ -336,7 +336,7 @@ def _example(
     the most regressed group's cells, then any cell. ``instance`` is a 0-based index (as
     ``per_instance``); ``record`` and ``where`` name it as a person counts, from 1."""
     from pytest_reliable.plan.data import record_location
-    from pytest_reliable.report.format import render_messages
+    from pytest_reliable.plan.prompt import render_messages
 
     def base_score(cell: CellResult) -> float:
         if cell.resampling >= 0:

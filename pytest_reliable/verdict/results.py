@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from pytest_reliable.calls.pricing import Spend
 from pytest_reliable.evaluate.evaluation import ScoreMatrix
 from pytest_reliable.plan.data import Records, record_location
-from pytest_reliable.report.format import LINE_LIMIT, cut_text, render_messages
+from pytest_reliable.plan.prompt import render_messages
 from pytest_reliable.schema.entries import (
     UNKNOWN_CANONICAL,
     CallsEntry,
@@ -29,6 +29,7 @@ from pytest_reliable.schema.entries import (
     json_safe,
     unknown_range,
 )
+from pytest_reliable.schema.text import LINE_LIMIT, cut_text
 from pytest_reliable.space import Space
 from pytest_reliable.verdict.baseline import BaselineComparison, per_instance
 from pytest_reliable.verdict.gate import ThresholdCheck
