@@ -16,16 +16,11 @@ if TYPE_CHECKING:
     from pytest_reliable.models.callables import chat_model, text_model
     from pytest_reliable.models.named import local_model, openai_model
     from pytest_reliable.plan.data import Dataset
+    from pytest_reliable.plan.task import Grade, Task
     from pytest_reliable.plugin.fixture import ReliableFixture
     from pytest_reliable.plugin.markers import directional, invariance, mft, reliable
     from pytest_reliable.space import Space, Variant
-    from pytest_reliable.tasks.builtin import (
-        Classification,
-        Generation,
-        Grade,
-        MultipleChoice,
-        Task,
-    )
+    from pytest_reliable.tasks.builtin import Classification, Generation, MultipleChoice
     from pytest_reliable.tasks.judge import Judge
     from pytest_reliable.verdict.results import ChecklistReport, ReliableReport
 
@@ -49,8 +44,8 @@ _LAZY: dict[str, str] = {
     "MultipleChoice": "pytest_reliable.tasks.builtin",
     "Classification": "pytest_reliable.tasks.builtin",
     "Generation": "pytest_reliable.tasks.builtin",
-    "Task": "pytest_reliable.tasks.builtin",
-    "Grade": "pytest_reliable.tasks.builtin",
+    "Task": "pytest_reliable.plan.task",
+    "Grade": "pytest_reliable.plan.task",
     "SamplingParams": "pytest_reliable.models.base",
     "ModelResponse": "pytest_reliable.models.base",
     "Judge": "pytest_reliable.tasks.judge",

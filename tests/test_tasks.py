@@ -14,7 +14,8 @@ from pytest_reliable.errors import DatasetError
 from pytest_reliable.plan.data import Dataset
 from pytest_reliable.plan.render import Prompt, render
 from pytest_reliable.space import Space, Variant
-from pytest_reliable.tasks.builtin import Classification, Generation, MultipleChoice, extract_choice
+from pytest_reliable.tasks.builtin import Classification, Generation, MultipleChoice
+from pytest_reliable.tasks.extraction import extract_choice
 
 MC = MultipleChoice()
 EX = {"question": "Which bird is fastest?", "choices": ["sparrow", "falcon", "pigeon", "owl"],

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from pytest_reliable.errors import DatasetError
-from pytest_reliable.tasks.builtin import Grade
+from pytest_reliable.plan.task import Grade
 from pytest_reliable.tasks.judge import SCALES, Judge, JudgedItem, JudgeUsageError
 
 RUBRIC_FRAMINGS = (

@@ -26,7 +26,7 @@ from pytest_reliable.contract.markers import ChecklistSpec
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.verdict.gate import DEFAULT_POLICY, checklist_thresholds
 from pytest_reliable.stats import wilson_interval
-from pytest_reliable.tasks.builtin import Task
+from pytest_reliable.plan.task import Task
 
 
 def stable_hash(name: str) -> int:

@@ -33,7 +33,7 @@ from pytest_reliable.plan.render import render
 from pytest_reliable.calls.runner import Runner
 from pytest_reliable.space import Space
 from pytest_reliable.space.variant import restrict_order
-from pytest_reliable.tasks.builtin import Task
+from pytest_reliable.plan.task import Task
 
 if TYPE_CHECKING:
     from pytest_reliable.schema.entries import CircularEntry

@@ -33,8 +33,8 @@ from pytest_reliable.plan.prompt import Prompt
 from pytest_reliable.plan.render import render
 from pytest_reliable.plan.sampling import Cell as PlanCell
 from pytest_reliable.plan.sampling import make_plan
+from pytest_reliable.plan.task import Task
 from pytest_reliable.space import Space, Variant
-from pytest_reliable.tasks.builtin import Task
 from pytest_reliable.tasks.judge import Judge, JudgedItem, Verdict, judge_of
 
 CANONICAL = -1

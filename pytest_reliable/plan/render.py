@@ -35,9 +35,9 @@ from typing import Any
 
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.plan.prompt import Prompt
+from pytest_reliable.plan.task import Task
 from pytest_reliable.space import Space, Variant, enumerator_labels
 from pytest_reliable.space.variant import restrict_order
-from pytest_reliable.tasks.builtin import Task
 
 __all__ = ["Prompt", "render"]
 

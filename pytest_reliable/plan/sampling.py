@@ -44,7 +44,7 @@ from pytest_reliable.space import (
 from pytest_reliable.space.variant import restrict_order as restrict_order  # re-exported
 
 if TYPE_CHECKING:
-    from pytest_reliable.tasks.builtin import Task
+    from pytest_reliable.plan.task import Task
 
 MODES = ("ilr", "fixed")
 _POOL, _PASS, _REJECT = 0x9001, 0x9002, 0x9003

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     )
     from pytest_reliable.plan.data import Records
     from pytest_reliable.verdict.results import ChecklistReport, ReliableReport
-    from pytest_reliable.tasks.builtin import Task
+    from pytest_reliable.plan.task import Task
 
     _Report = TypeVar("_Report", ReliableReport, ChecklistReport)
 

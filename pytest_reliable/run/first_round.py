@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from pytest_reliable.contract.markers import ReliableSpec
     from pytest_reliable.models.base import AsyncModel
     from pytest_reliable.plan.data import Records
+    from pytest_reliable.plan.task import Task
     from pytest_reliable.run.session import ReliableSession, ReliableTest
-    from pytest_reliable.tasks.builtin import Task
 
 log = logging.getLogger("pytest_reliable.first_round")
 

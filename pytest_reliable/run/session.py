@@ -81,7 +81,7 @@ from pytest_reliable.verdict.summary import (
     summarize,
     with_majority_at_k,
 )
-from pytest_reliable.tasks.builtin import Task
+from pytest_reliable.plan.task import Task
 
 if TYPE_CHECKING:
     from pytest_reliable.calls.batch import AnsweredAhead, BatchTransport

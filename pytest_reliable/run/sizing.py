@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from pytest_reliable.calls.pricing import Price
     from pytest_reliable.run.session import ReliableSession, ReliableTest
     from pytest_reliable.space import Space
-    from pytest_reliable.tasks.builtin import Task
+    from pytest_reliable.plan.task import Task
 
 METHOD = (
     "normal approximation with a design effect for intra-instance correlation rho (main figure "

@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # the JSON entry's shape; types only, so the core does not lo
         RangeEntry,
         SummaryFields,
     )
-    from pytest_reliable.tasks.builtin import Task
+    from pytest_reliable.plan.task import Task
 
 NOISE_PERMUTATIONS = 200
 """Seeded within-instance label permutations behind every ``noise_floor``."""
