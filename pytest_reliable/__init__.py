@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_reliable.checklist.judge_task import JudgeTask
+    from pytest_reliable.checklist.report import ChecklistReport
     from pytest_reliable.models.base import ModelResponse, SamplingParams
     from pytest_reliable.models.callables import chat_model, text_model
     from pytest_reliable.models.named import local_model, openai_model
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from pytest_reliable.space import Space, Variant
     from pytest_reliable.tasks.builtin import Classification, Generation, MultipleChoice
     from pytest_reliable.tasks.judge import Judge
-    from pytest_reliable.verdict.results import ChecklistReport, ReliableReport
+    from pytest_reliable.verdict.results import ReliableReport
 
 __version__ = "0.1.0"
 
@@ -35,7 +36,7 @@ _LAZY: dict[str, str] = {
     "mft": "pytest_reliable.plugin.markers",
     "ReliableFixture": "pytest_reliable.plugin.fixture",
     "ReliableReport": "pytest_reliable.verdict.results",
-    "ChecklistReport": "pytest_reliable.verdict.results",
+    "ChecklistReport": "pytest_reliable.checklist.report",
     "text_model": "pytest_reliable.models.callables",
     "chat_model": "pytest_reliable.models.callables",
     "Space": "pytest_reliable.space",

@@ -178,7 +178,7 @@ def test_a_judge_none_of_whose_replies_parse_errors_instead_of_failing_the_model
 def test_agreement_is_over_parsed_votes_and_null_without_two(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from pytest_reliable.tasks.judge import judge_entry
+    from pytest_reliable.verdict.judged import judge_entry
 
     def agreement(*cells: tuple[float | None, ...], votes: int = 3) -> float | None:
         judge = Judge(text_model(str), "r", votes=votes)

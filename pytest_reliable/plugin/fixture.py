@@ -39,7 +39,8 @@ if TYPE_CHECKING:
         ReliableSpec,
     )
     from pytest_reliable.plan.data import Records
-    from pytest_reliable.verdict.results import ChecklistReport, ReliableReport
+    from pytest_reliable.checklist.report import ChecklistReport
+    from pytest_reliable.verdict.results import ReliableReport
     from pytest_reliable.plan.task import Task
 
     _Report = TypeVar("_Report", ReliableReport, ChecklistReport)

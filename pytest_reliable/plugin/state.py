@@ -29,13 +29,14 @@ from pytest_reliable.plugin.xdist import is_worker
 
 if TYPE_CHECKING:
     # The stash keys below name these in strings, which mypy reads and ruff does not.
+    from pytest_reliable.checklist.report import ChecklistReport
     from pytest_reliable.contract.markers import ChecklistSpec, ReliableSpec  # noqa: F401
     from pytest_reliable.report.format import Column
     from pytest_reliable.run.session import ProgressCallback, ReliableSession
     from pytest_reliable.schema.entries import Entry, ErrorEntry  # noqa: F401
     from pytest_reliable.space import Space
     from pytest_reliable.store import Store
-    from pytest_reliable.verdict.results import ChecklistReport, ReliableReport  # noqa: F401
+    from pytest_reliable.verdict.results import ReliableReport  # noqa: F401
 
 STATE_NAME = "reliable-state"
 USAGE_ERRORS = (MARKER_ERROR, LOCK_ERROR, UNPRICED_ERROR)

@@ -41,14 +41,8 @@ from pytest_reliable.verdict.gate import (
     ThresholdCheck,
     reliable_thresholds,
 )
-from pytest_reliable.tasks.judge import (
-    Judge,
-    JudgeUsageError,
-    judge_entry,
-    judge_of,
-    pairwise_entry,
-    unread_judge,
-)
+from pytest_reliable.tasks.judge import Judge, JudgeUsageError, judge_of
+from pytest_reliable.verdict.judged import judge_entry, pairwise_entry, unread_judge
 from pytest_reliable.models.base import AsyncModel, ModelUsageError, ModelWarning
 from pytest_reliable.models.callables import as_async_model, run_scoped
 from pytest_reliable.models.identity import ProjectModules
@@ -65,7 +59,8 @@ from pytest_reliable.calls.pricing import (
     unpriced,
 )
 from pytest_reliable.calls.pricing import model_names as pricing_names
-from pytest_reliable.verdict.results import ChecklistReport, ReliableReport
+from pytest_reliable.checklist.report import ChecklistReport
+from pytest_reliable.verdict.results import ReliableReport
 from pytest_reliable.evaluate.schedules import AutoN, FixedN, GateRun, RunStrategy, StopEarly
 from pytest_reliable.calls.budget import Budget
 from pytest_reliable.calls.requests import ProgressEvent

@@ -1,15 +1,16 @@
-"""What one test produced, and its SPEC section 8 JSON entry.
+"""What one reliable test produced, and its SPEC section 8 JSON entry.
 
-`ReliableReport` is what ``reliable.evaluate(...)`` returns; `ChecklistReport` what the CheckList
-methods return. Their ``entry()`` dicts (shaped by `report.entries`) are the only thing the writers
-in `report/` (terminal, JSON, JUnit, Markdown, HTML) and pytest-xdist's controller ever see: every
-number a report shows is computed here or before, never by a writer.
+`ReliableReport` is what ``reliable.evaluate(...)`` returns (a CheckList test's is
+`pytest_reliable.checklist.report.ChecklistReport`). Its ``entry()`` dict (shaped by
+`schema.entries`) is the only thing the writers in `report/` (terminal, JSON, JUnit, Markdown,
+HTML) and pytest-xdist's controller ever see: every number a report shows is computed here or
+before, never by a writer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from pytest_reliable.calls.pricing import Spend
 from pytest_reliable.evaluate.evaluation import ScoreMatrix
@@ -19,7 +20,6 @@ from pytest_reliable.schema.entries import (
     UNKNOWN_CANONICAL,
     CallsEntry,
     CanonicalEntry,
-    ChecklistEntry,
     CircularEntry,
     JudgeEntry,
     PairwiseEntry,
@@ -34,9 +34,6 @@ from pytest_reliable.space import Space
 from pytest_reliable.verdict.baseline import BaselineComparison, per_instance
 from pytest_reliable.verdict.gate import ThresholdCheck
 from pytest_reliable.verdict.summary import Summary
-
-if TYPE_CHECKING:
-    from pytest_reliable.checklist import ChecklistResult, Failure
 
 PROMPT_SHOWN_CHARS = 1500
 RANGE_THRESHOLDS = ("min_worst", "max_spread", "min_median")
@@ -402,104 +399,6 @@ class ReliableReport:
                     "win_rate": {"estimate": None, "low": None, "high": None},
                     "position_bias": None}
         return cast(ReliableEntry, json_safe(data))
-
-
-@dataclass
-class ChecklistReport:
-    """The result of ``reliable.invariance/directional/mft``: a CheckList result with context."""
-
-    nodeid: str
-    model: str
-    space_hash: str | None
-    result: ChecklistResult
-    calls_made: int
-    calls_cached: int
-    problems: list[str] = field(default_factory=list)
-    spend: Spend = field(default_factory=Spend)
-    run_scoped: str | None = None
-    """As `ReliableReport.run_scoped`."""
-
-    # The CheckList result's fields, as in the JSON entry (SPEC section 8).
-    @property
-    def kind(self) -> str:
-        """``invariance``, ``directional`` or ``mft``."""
-        return self.result.kind
-
-    @property
-    def rate(self) -> float:
-        """INV: the flip rate, DIR: the fail rate, MFT: the pass rate."""
-        return self.result.rate
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        """The rate's Wilson interval at the marker's ``confidence``."""
-        return self.result.interval
-
-    @property
-    def pairs(self) -> int:
-        """Pairs (MFT: examples) the rate is over."""
-        return self.result.pairs
-
-    @property
-    def unparsed(self) -> int:
-        return self.result.unparsed
-
-    @property
-    def failures(self) -> list[Failure]:
-        return self.result.failures
-
-    @property
-    def thresholds(self) -> list[ThresholdCheck]:
-        return self.result.thresholds
-
-    @property
-    def confidence(self) -> float:
-        return self.result.confidence
-
-    def message(self) -> str:
-        """The CheckList result's own summary (rate, interval, failing cases)."""
-        return self.result.message()
-
-    def as_dict(self) -> dict[str, Any]:
-        return self.result.as_dict()
-
-    @property
-    def passed(self) -> bool:
-        return not self.problems and bool(self.result.passed)
-
-    def failure_message(self) -> str:
-        lines = [f"{self.result.kind} test failed for {self.nodeid} (model {self.model})"]
-        for problem in _unique(self.problems)[:5]:
-            lines.append(f"  not evaluated: {problem}")
-        lines.append(self.result.message())
-        return "\n".join(lines)
-
-    def entry(self, verdict: str) -> ChecklistEntry:
-        data = dict(self.result.as_dict())
-        data.update(
-            {
-                "nodeid": self.nodeid,
-                "kind": self.result.kind,
-                "verdict": verdict,
-                "model": self.model,
-                "model_cache": "store" if self.run_scoped is None else "run",
-                "space_hash": self.space_hash,
-                "calls": {"made": self.calls_made, "cached": self.calls_cached},
-                "cost": self.spend.entry(),
-                "message": None if self.passed else self.failure_message(),
-                "outcome": None,
-                "xfail_reason": None,
-            }
-        )
-        if verdict == "error":
-            # Not every call completed: no rate (a missing answer is not a failed case).
-            data["rate"] = None
-            data["interval"] = [None, None]
-            data["thresholds"] = [
-                {**check.as_dict(), "observed": None, "bound": None, "passed": False}
-                for check in self.thresholds
-            ]
-        return cast(ChecklistEntry, json_safe(data))
 
 
 def _example_lines(worst: dict[str, Any], n_resamplings: int) -> list[str]:
