@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from pytest_reliable.store.base import Ledger, StoreUnavailable
+from pytest_reliable.store.base import Ledger
+from pytest_reliable.store.errors import StoreUnavailable
 
 
 class Budget:

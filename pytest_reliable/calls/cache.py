@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.files import content_hash
 from pytest_reliable.models.base import Message, SamplingParams
-from pytest_reliable.store.base import RECORD_MODES, StoreWarning
+from pytest_reliable.store.base import RECORD_MODES
+from pytest_reliable.store.errors import StoreWarning
 from pytest_reliable.store.local import (
     SCHEMA_VERSION,
     CacheFileError,

@@ -51,13 +51,9 @@ from pytest_reliable.models.base import (
     seed_from_key,
 )
 from pytest_reliable.redact import redact
-from pytest_reliable.store.base import (
-    AnswerRow,
-    Store,
-    StoreUnavailable,
-    StoreWarning,
-    claim_name,
-)
+from pytest_reliable.store.base import AnswerRow, Store
+from pytest_reliable.store.claims import claim_name
+from pytest_reliable.store.errors import StoreUnavailable, StoreWarning
 
 if TYPE_CHECKING:
     from pytest_reliable.calls.batch import BatchTransport, Waiting

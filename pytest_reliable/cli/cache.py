@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_reliable.redact import redact
-from pytest_reliable.store.base import AnswerRow, Store, StoreUnavailable, StoreUsageError
+from pytest_reliable.store.base import AnswerRow, Store
+from pytest_reliable.store.errors import StoreUnavailable, StoreUsageError
 from pytest_reliable.store.local import (
     CacheFileError,
     LocalStore,

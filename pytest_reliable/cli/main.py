@@ -276,7 +276,7 @@ def _kept_texts_in_store(parser: argparse.ArgumentParser, prog: str, url: str) \
     texts it holds (checked by the caller); opened read-only (record mode ``none``: reading
     creates nothing)."""
     from pytest_reliable.store import parse_store_url
-    from pytest_reliable.store.base import StoreUnavailable, StoreUsageError
+    from pytest_reliable.store.errors import StoreUnavailable, StoreUsageError
     from pytest_reliable.store.postgres import PostgresStore
 
     try:

@@ -17,16 +17,8 @@ from urllib.parse import urlsplit
 
 from pytest_reliable.contract.settings import Settings
 from pytest_reliable.redact import redact, register_url_secrets
-from pytest_reliable.store.base import (
-    RECORD_MODES,
-    AnswerRow,
-    Claim,
-    Ledger,
-    Store,
-    StoreUnavailable,
-    StoreUsageError,
-    StoreWarning,
-)
+from pytest_reliable.store.base import RECORD_MODES, AnswerRow, Claim, Ledger, Store
+from pytest_reliable.store.errors import StoreUnavailable, StoreUsageError, StoreWarning
 from pytest_reliable.store.local import (
     CacheFileError,
     LocalStore,

@@ -37,12 +37,11 @@ from pytest_reliable.store.base import (
     BadRow,
     Ledger,
     Store,
-    StoreUnavailable,
-    StoreUsageError,
     answer_row,
     checked,
 )
 from pytest_reliable.store.claims import Claims, ProcessClaims, file_claims
+from pytest_reliable.store.errors import StoreUnavailable, StoreUsageError
 from pytest_reliable.store.holders import who_holds
 from pytest_reliable.store.nstar import NStarEntries, NStarKey, NStarStore
 from pytest_reliable.store.waits import ClaimWaits

@@ -137,7 +137,7 @@ class NStarEntries(ABC):
         return self._lookup(key, warn=True)
 
     def _lookup(self, key: NStarKey, *, warn: bool) -> NStarEntry | None:
-        from pytest_reliable.store.base import StoreUnavailable
+        from pytest_reliable.store.errors import StoreUnavailable
 
         try:
             raw = self._load(key)
@@ -160,7 +160,7 @@ class NStarEntries(ABC):
     def put(self, key: NStarKey, entry: NStarEntry) -> bool:
         """Store ``entry``; False (with a warning) when the store cannot take it. Never raises:
         the verdict of this run does not depend on it."""
-        from pytest_reliable.store.base import StoreUnavailable
+        from pytest_reliable.store.errors import StoreUnavailable
 
         record = {"key": asdict(key), **asdict(entry)}
         try:
@@ -180,7 +180,7 @@ class NStarEntries(ABC):
 
         A pilot takes as long as it takes: its claim expires only when its holder was found
         unresponsive (`store.waits`); `ClaimWaitTimeout` once the run's waiting time is spent."""
-        from pytest_reliable.store.base import claim_name
+        from pytest_reliable.store.claims import claim_name
 
         base = f"n*:{key.digest()}"
         generation = 0

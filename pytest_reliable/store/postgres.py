@@ -61,12 +61,11 @@ from pytest_reliable.store.base import (
     BadRow,
     Ledger,
     Store,
-    StoreUnavailable,
-    StoreUsageError,
     answer_row,
     checked,
 )
 from pytest_reliable.store.claims import Claims, Holder, this_host
+from pytest_reliable.store.errors import StoreUnavailable, StoreUsageError
 from pytest_reliable.store.nstar import NStarEntries, NStarKey
 from pytest_reliable.store.waits import ClaimWaits
 

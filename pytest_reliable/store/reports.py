@@ -109,7 +109,7 @@ def read_dir(directory: Path) -> list[dict[str, Any]]:
 def read_store(url: str) -> list[dict[str, Any]]:
     """Every report kept in the PostgreSQL store at ``url``; `HistoryError` when it cannot be
     read. Opened read-only (record mode ``none``): reading creates nothing."""
-    from pytest_reliable.store.base import StoreUnavailable, StoreUsageError
+    from pytest_reliable.store.errors import StoreUnavailable, StoreUsageError
     from pytest_reliable.store.postgres import PostgresStore
 
     try:

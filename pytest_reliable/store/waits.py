@@ -7,7 +7,7 @@ waits, one per store (so one per process and run):
 - A claim expires (SPEC section 10) once its waiter has waited longer than the holder's work can
   take (the ``patience`` a waiter gives: for an answer, the longest a call can take with its
   retries). The waiter then takes the work over, under the claim's next generation
-  (`base.claim_name`), so one waiter does it. A holder with one expired claim is unresponsive
+  (`claims.claim_name`), so one waiter does it. A holder with one expired claim is unresponsive
   (a frozen host): every other claim it holds expires at once for this process, so a frozen host
   holding 500 claims costs one patience, not 500.
 - The deadline (``--reliable-wait-timeout``) bounds the time this process spends waiting in the
