@@ -30,7 +30,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -38,8 +38,9 @@ from pytest_reliable.plugin.markers import kind_of
 from pytest_reliable.plugin.xdist import is_worker
 
 if TYPE_CHECKING:
+    from pytest_reliable.contract.settings import Settings
     from pytest_reliable.models.base import AsyncModel
-    from pytest_reliable.plugin.state import ReliableState
+    from pytest_reliable.run.session import ReliableSession
 
 UNPRICED_ERROR = "--reliable-budget "
 """How the usage error (and a worker's collect error) for models without a price begins
@@ -82,10 +83,21 @@ def in_price_pass(item: pytest.Item) -> bool:
     return PRICING_KEY in item.stash
 
 
+class RunState(Protocol):
+    """What the price pass reads of the run's state (`plugin.state.ReliableState`, which imports
+    this module)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def session(self) -> ReliableSession: ...
+
+
 class PricePass:
     """Registered under a USD budget (not with ``--reliable-plan``, which calls nothing)."""
 
-    def __init__(self, state: ReliableState) -> None:
+    def __init__(self, state: RunState) -> None:
         self.state = state
         self.stopped = False
         """A worker found a model without a price: it runs none of its tests."""
