@@ -461,13 +461,16 @@ ZERO_TOLERANCE = (
 )
 
 
-def checklist_bound(counts: Sequence[int], sizes: Sequence[int]) -> stats.ProportionBound:
+def checklist_bound(counts: Sequence[int], sizes: Sequence[int]) -> stats.MeanBound:
     """The bound behind a CheckList rate: ``counts[i]`` of ``sizes[i]`` pairs (MFT: examples) made
     from example i. Pairs of one example are correlated (same text, same model reading it), so
     when some example gives several pairs the bound is clustered by example; when every example
-    gives at most one, the pairs are independent trials and the bound is Wilson's."""
+    gives at most one, the pairs are independent trials and the bound is the exact binomial one
+    (`stats.binomial_bound`, Clopper-Pearson): Wilson's, which the report's ``interval`` shows,
+    errs more often than its level near 0 and 1 (``max_flip_rate=0.02`` over 50 pairs: a
+    compliant model failed on evidence 7.8% of the time)."""
     if max(sizes, default=0) <= 1:
-        return stats.wilson_bound(int(sum(counts)), int(sum(sizes)))
+        return stats.binomial_bound(int(sum(counts)), int(sum(sizes)), of="independent pairs")
     return stats.clustered_proportion(counts, sizes)
 
 

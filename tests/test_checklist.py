@@ -588,15 +588,16 @@ def test_thresholds_follow_the_policy(decide: str, passes_01: bool, passes_085: 
     assert result.rate == 0.0 and result.pairs == 6 and check.decide == decide
     assert result.passed is passes_01  # 6 clean pairs cannot vouch for <= 10%
     if decide == "pass-on-evidence":
-        assert check.bound == pytest.approx(wilson_interval(0, 6, 0.90)[1])  # one-sided 95%
-        assert "upper bound" in result.message() and "Wilson" in check.method
+        # The exact one-sided 95% upper bound of 0 flips in 6 pairs: 1 - 0.05^(1/6).
+        assert check.bound == pytest.approx(1 - 0.05 ** (1 / 6))
+        assert "upper bound" in result.message() and "Clopper-Pearson" in check.method
     data = [{"text": "I loved it", "label": "positive"}] * 30
     mft = run_mft(data, Batched(sentiment_model), confidence=0.95, decide=decide,
                   min_pass=0.85)
-    assert mft.passed is passes_085  # one-sided lower bound 30 / (30 + z^2) = 0.917 >= 0.85
+    assert mft.passed is passes_085  # exact one-sided lower bound 0.05^(1/30) = 0.905 >= 0.85
     strict = run_mft(data, Batched(sentiment_model), confidence=0.95, decide=decide,
                      min_pass=0.95)
-    assert strict.rate == 1.0 and strict.passed is passes_095  # 0.917 < 0.95
+    assert strict.rate == 1.0 and strict.passed is passes_095  # 0.905 < 0.95
     assert result.as_dict()["decide"] == decide
 
 

@@ -18,8 +18,9 @@ Where each topic lives (one module each; every public name is importable from he
 - ``proportions``: Wilson's interval, pass@k, pass^k.
 - ``summaries``: moments, ranges, bootstrap_ci.
 - ``bounded``: the gates' bounds on means of bounded values, valid at any N (``bounded_mean``:
-  Gaffke's bound, Clopper-Pearson on 0/1 values; ``mean_bound`` of a score matrix, with a second
-  source of error when fixed mode sampled its variants).
+  Gaffke's bound, Clopper-Pearson on 0/1 values; ``binomial_bound``: k of n independent 0/1
+  outcomes, exactly; ``mean_bound`` of a score matrix, with a second source of error when fixed
+  mode sampled its variants).
 - ``bounds``: clustered means and proportions (``ProportionBound``), ``WilsonBound``, the
   bounds of ``max_std`` (``StdBound``: chi-square; ``CellStdBound``: ilr, from the cells),
   Holm's step-down.
@@ -42,6 +43,7 @@ from pytest_reliable.stats.bounded import (
     BoundedMean,
     MeanBound,
     TwoSourceMean,
+    binomial_bound,
     bounded_mean,
     mean_bound,
 )
@@ -110,6 +112,7 @@ __all__ = [
     "asymptotic_cs",
     "avgp",
     "betting_cs",
+    "binomial_bound",
     "bootstrap_ci",
     "bounded_mean",
     "cell_std_bound",
