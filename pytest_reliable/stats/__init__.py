@@ -88,6 +88,7 @@ from pytest_reliable.stats.summaries import Moments, Ranges, bootstrap_ci, momen
 from pytest_reliable.stats.groups import LEVEL_METHOD as LEVEL_METHOD
 from pytest_reliable.stats.groups import PAIRED_METHOD as PAIRED_METHOD
 from pytest_reliable.stats.paired import CLUSTER_BOOTSTRAP as CLUSTER_BOOTSTRAP
+from pytest_reliable.stats.reliable_n import MIN_BOOTSTRAP_PILOT as MIN_BOOTSTRAP_PILOT
 from pytest_reliable.stats.reliable_n import N_STAR_METHODS as N_STAR_METHODS
 
 __all__ = [
