@@ -125,6 +125,7 @@ class ReliableFixture:
         from pytest_reliable.errors import ReliableError
         from pytest_reliable.circular import CircularUsageError
         from pytest_reliable.judge import JudgeUsageError
+        from pytest_reliable.markerspec import TooFewInstancesError
         from pytest_reliable.pricing import PricingError
         from pytest_reliable.report.entries import error_entry
 
@@ -132,7 +133,7 @@ class ReliableFixture:
             result = work()
         except ReliableError as error:
             usage = isinstance(error, BaselineUsageError | JudgeUsageError | CircularUsageError
-                               | PricingError)
+                               | PricingError | TooFewInstancesError)
             entry = error_entry(self._item.nodeid, kind, str(error), usage_error=usage)
             self._item.stash.setdefault(ERRORS_KEY, []).append(entry)
             if usage:  # a misconfigured comparison: stop before other tests spend calls

@@ -45,7 +45,12 @@ from pytest_reliable.judge import (
     judge_of,
     pairwise_entry,
 )
-from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
+from pytest_reliable.markerspec import (
+    RELIABLE_THRESHOLDS,
+    ChecklistSpec,
+    ReliableSpec,
+    check_max_std_instances,
+)
 from pytest_reliable.models.base import AsyncModel
 from pytest_reliable.models.named import NamedModel
 from pytest_reliable.nstar_store import NStarEntries, NStarKey, NStarStore
@@ -314,6 +319,8 @@ class ReliableSession:
         """Choose the test's run strategy, run it, summarize, compare with the baseline, gate,
         report."""
         test = self.reliable_test(nodeid, data, task, spec, user_model)
+        strategy = self.strategy_for(test)
+        check_max_std_instances(spec, len(test.dataset), strategy.first_round().n, test.decide)
         if spec.circular:
             check_circular(test.dataset, task)
         judge, judge_model = judge_of(task), self.judge_model(task)
@@ -329,7 +336,7 @@ class ReliableSession:
         evaluator = Evaluator(test.dataset, task, test.space, test.evaluation(), test.model,
                               lambda on: self.runner(on, nodeid),
                               None if judge_model is None else judging)
-        ran = self.strategy_for(test).run(evaluator)
+        ran = strategy.run(evaluator)
         check_scores(ran.matrix, task, test.dataset)
         summary = summarize(
             ran.matrix, test.space, mode=spec.mode, eps=spec.eps, delta=spec.delta,
