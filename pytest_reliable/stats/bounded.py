@@ -133,14 +133,16 @@ def _saddlepoint_cdf(s: FloatArray, c: FloatArray, shape: FloatArray) -> FloatAr
 def weighted_mean_cdfs(x: FloatArray, counts: FloatArray, extra: float,
                        t: FloatArray | float) -> FloatArray:
     """`_weighted_mean_cdf` for many samples at once (what a simulation of the gate needs): the
-    values ``x`` (A,) shared, each row of ``counts`` (R, A) one sample's multiplicities (0: the
-    value is absent), ``t`` one point per row (or one for all). The saddlepoints are found on all
+    values ``x`` (A,) shared by every row or one row of values per sample (R, A), each row of
+    ``counts`` (R, A) one sample's multiplicities (0: the value is absent), ``t`` one point per
+    row (or one for all). The saddlepoints are found on all
     rows together by Newton's method safeguarded by bisection (K' increases between its poles),
     to the same precision as the gate's root finder."""
     counts = np.asarray(counts, dtype=np.float64)
     rows = counts.shape[0]
     at = np.broadcast_to(np.asarray(t, dtype=np.float64), (rows,))
-    c = np.concatenate([x[None, :] - at[:, None], (extra - at)[:, None]], axis=1)
+    values = np.broadcast_to(np.asarray(x, dtype=np.float64), counts.shape)
+    c = np.concatenate([values - at[:, None], (extra - at)[:, None]], axis=1)
     shape = np.concatenate([counts, np.ones((rows, 1))], axis=1)
     live = (shape > 0.0) & (c != 0.0)
     shape = np.where(live, shape, 0.0)
