@@ -621,13 +621,15 @@ def test_zero_tolerance_is_exact_under_every_policy(decide: str) -> None:
 
 
 def test_several_pairs_of_one_example_are_clustered() -> None:
-    """Two perturbations of each example: the bound is clustered by example (pairs of one
-    example are correlated), and one pair per example gives Wilson's bound."""
+    """Two perturbations of each example: the bound is on the examples (pairs of one example are
+    correlated), and one pair per example gives the exact binomial bound."""
     both = [resolve_perturbation(name, kind="invariance") for name in ("punctuation", "casing")]
     result = run_invariance(examples(INV_SENTENCES), both, Batched(vocabulary_model), seed=0,
                             max_flip_rate=0.5)
     assert result.pairs == 2 * len(INV_SENTENCES)
-    assert "clustered by example" in str(result.thresholds[0].method)
+    # Every example gives two pairs: the bound is on the examples' own rates (Gaffke's, exact
+    # when they are all 0 or 1), not on 12 independent pairs.
+    assert "6 examples' rates (2 pairs each)" in str(result.thresholds[0].method)
 
 
 def test_message_and_as_dict() -> None:

@@ -307,9 +307,9 @@ def binomial_bound(successes: int, n: int, *, of: str = "independent trials") ->
     """``successes`` out of ``n`` independent 0/1 outcomes, bounded exactly (Clopper-Pearson,
     with the binomial test as p-value): the one-sided error is at most its level for every true
     rate and every n. Wilson's score bound, whose interval the reports show, is not: near 0 and 1
-    at small counts its one-sided error exceeds its level (a rate of 0.99 decided on Wilson at
-    N=100 erred 7.9% where 5% was the level; 0.058 to 0.149 for rates 0.9-0.99 at N=8-16:
-    ``benchmarks/bench_checklist_gate.py --exact`` sums the binomial for both)."""
+    at small counts its one-sided error exceeds its level (a compliant rate of 0.99 at N=100
+    failed on evidence 7.9% of the time where 5% was the level; up to 18% for rates of 0.9-0.99
+    at N=8-20: ``benchmarks/bench_checklist_gate.py --exact-only`` sums the binomial for both)."""
     n_i = _count(n, "n", minimum=1)
     k_i = _count(successes, "successes", minimum=0)
     if k_i > n_i:
