@@ -88,7 +88,7 @@ def test_an_n_star_from_a_small_bootstrap_pilot_says_what_it_can_miss(
         assert (f"! test_auto: n* = 11 from a bootstrap pilot of {pilot} resamplings: a pilot "
                 "under 30 can miss a rare failure mode (a format that seldom collapses), and n* "
                 "then runs too few resamplings (measured: a pilot of 10 kept the mean within eps "
-                "in 0.73 of runs where 0.90 was promised); raise --reliable-pilot-n") in text
+                "in 0.74 of runs where 0.90 was promised); raise --reliable-pilot-n") in text
         assert "beyond the cap" not in text  # the small pilot is the reason, said once
     report = build_report([entry], seed=0, model=None, space_hash=None)
     assert ("from a bootstrap pilot of" in markdown_summary(report)) is flagged
