@@ -4,12 +4,13 @@ No model call and no pytest here. `plan_reliable` takes what a ``reliable.evalua
 run (dataset, task, marker) and returns a `TestPlan`: the calls (instances x (resamplings + k), a
 pilot under ``--reliable-n auto``, a stored n* when the store has one, a baseline's calls) and, per
 threshold, the *resolvable value*: the true value at which the threshold goes the way its policy
-promises with 80% probability at this N and n.
+promises with 80% probability at this N and n; and the size suggestion (`suggest_size`): the
+smallest n at which every threshold can go its policy's way at all, or the N that could.
 
-The numbers (standard errors, margins, the binomial and chi-square cases) are
-`pytest_reliable.stats.power`'s, whose docstring gives the method; this module plans the calls,
-builds each threshold's `Resolution` from those numbers and writes the text, with `METHOD` printed
-under every plan. `benchmarks/bench_gate_errors.py` checks these figures against the real gate.
+The numbers (the simulated gates, the exact binomial cases) are `pytest_reliable.stats.power`'s,
+whose docstring gives the method; this module plans the calls, builds each threshold's
+`Resolution` from those numbers and writes the text, with `METHOD` printed under every plan.
+`benchmarks/bench_gate_errors.py` checks these figures against the real gate.
 """
 
 from __future__ import annotations
@@ -77,10 +78,9 @@ class Resolution:
     """The true value at which the policy's outcome has 80% probability (None: unreachable)."""
     low: float | None = None
     high: float | None = None
-    """The value over the range of intra-instance correlation, or for a range threshold over the
-    simulated answer structures (None when it does not apply)."""
+    """The value's span over the simulated answer structures (None when it does not apply)."""
     note: str = ""
-    over: str = "rho 0-1"
+    over: str = "the simulated answer structures"
     """What ``low``-``high`` spans, as the text says it."""
 
     @property
