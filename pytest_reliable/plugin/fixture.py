@@ -172,6 +172,7 @@ class ReliableFixture:
         from pytest_reliable.verdict.baseline import BaselineUsageError
         from pytest_reliable.evaluate.circular import CircularUsageError
         from pytest_reliable.errors import ReliableError
+        from pytest_reliable.contract.markers import TooFewInstancesError
         from pytest_reliable.tasks.judge import JudgeUsageError
         from pytest_reliable.models.base import ModelUsageError
         from pytest_reliable.calls.pricing import PricingError
@@ -185,7 +186,7 @@ class ReliableFixture:
             self._item.stash[RESULTS_KEY].append(result)
             return result
         usage = isinstance(failed, BaselineUsageError | JudgeUsageError | CircularUsageError
-                           | PricingError | ModelUsageError)
+                           | PricingError | ModelUsageError | TooFewInstancesError)
         entry = error_entry(self._item.nodeid, kind, str(failed), usage_error=usage)
         self._item.stash.setdefault(ERRORS_KEY, []).append(entry)
         if usage and not isinstance(failed, PricingError):

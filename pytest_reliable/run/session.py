@@ -23,7 +23,12 @@ from pytest_reliable.verdict.baseline import (
     compare,
 )
 from pytest_reliable.evaluate.circular import check_circular, circular_entry, run_circular
-from pytest_reliable.contract.markers import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
+from pytest_reliable.contract.markers import (
+    RELIABLE_THRESHOLDS,
+    ChecklistSpec,
+    ReliableSpec,
+    check_max_std_instances,
+)
 from pytest_reliable.contract.settings import Settings
 from pytest_reliable.plan.data import Dataset, Records
 from pytest_reliable.errors import ReliableConfigError
@@ -415,6 +420,8 @@ class ReliableSession:
         report."""
         self._progress.pop(nodeid, None)
         test = self.reliable_test(nodeid, data, task, spec, user_model)
+        strategy = self.strategy_for(test)
+        check_max_std_instances(spec, len(test.dataset), strategy.first_round().n, test.decide)
         if spec.circular:
             check_circular(test.dataset, task)
         judge, judge_model = judge_of(task), self.judge_model(task)
@@ -433,7 +440,7 @@ class ReliableSession:
         evaluator = Evaluator(test.dataset, task, test.space, test.evaluation(), test.model,
                               lambda on: self.runner(on, nodeid),
                               None if judge_model is None else judging)
-        ran = self.strategy_for(test).run(evaluator)
+        ran = strategy.run(evaluator)
         check_scores(ran.matrix, task, test.dataset)
         summary = summarize(
             ran.matrix, test.space, mode=spec.mode, eps=spec.eps, delta=spec.delta,
