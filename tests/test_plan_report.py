@@ -148,9 +148,9 @@ def test_plan_uses_a_stored_n_star(tmp_path) -> None:
     # Under --reliable-n auto a stored n* sizes the plan (it used to index the entry as a dict).
     from pytest_reliable import Dataset, MultipleChoice, text_model
     from pytest_reliable.contract.markers import ReliableSpec
-    from pytest_reliable.store.nstar import NStarEntry, NStarKey, NStarStore
     from pytest_reliable.run.session import ReliableSession, Settings
     from pytest_reliable.space import Space
+    from pytest_reliable.store.nstar import NStarEntry, NStarKey, NStarStore
 
     space = Space.from_mapping("wrappers", {"wrapper": ["({})", "[{}]"]})
     session = ReliableSession(Settings(rootdir=tmp_path, no_cache=True, n="auto"),

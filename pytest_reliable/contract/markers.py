@@ -17,9 +17,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypedDict
 
-from pytest_reliable.errors import ReliableConfigError
-from pytest_reliable.space import VALUE_DIMENSIONS, Space
-
 # The vocabulary (policies, modes, groupings, thresholds) lives in `contract.vocabulary`;
 # these names stay importable from here, as they were before it moved.
 from pytest_reliable.contract.vocabulary import CHECKLIST_THRESHOLDS as CHECKLIST_THRESHOLDS
@@ -38,6 +35,8 @@ from pytest_reliable.contract.vocabulary import MODES as MODES
 from pytest_reliable.contract.vocabulary import ORDER_GROUPINGS as ORDER_GROUPINGS
 from pytest_reliable.contract.vocabulary import POLICIES as POLICIES
 from pytest_reliable.contract.vocabulary import RELIABLE_THRESHOLDS as RELIABLE_THRESHOLDS
+from pytest_reliable.errors import ReliableConfigError
+from pytest_reliable.space import VALUE_DIMENSIONS, Space
 
 GROUPABLE_DIMENSIONS = VALUE_DIMENSIONS
 """Dimension names ``group_by=[...]`` may list (every space has them; undeclared = one value)."""

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_reliable import stats
-from pytest_reliable.plan.data import record_location
+from pytest_reliable.calls.runner import Runner
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluate.evaluation import (
     Calls,
@@ -30,11 +30,11 @@ from pytest_reliable.evaluate.evaluation import (
     run_cells,
 )
 from pytest_reliable.models.base import SamplingParams
+from pytest_reliable.plan.data import record_location
 from pytest_reliable.plan.render import render
-from pytest_reliable.calls.runner import Runner
+from pytest_reliable.plan.task import Task
 from pytest_reliable.space import Space
 from pytest_reliable.space.variant import restrict_order
-from pytest_reliable.plan.task import Task
 
 if TYPE_CHECKING:
     from pytest_reliable.schema.entries import CircularEntry

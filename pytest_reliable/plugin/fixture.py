@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
+from pytest_reliable.contract.settings import Settings
 from pytest_reliable.plugin.batch import gather_instead
 from pytest_reliable.plugin.markers import default_resamplings, perturbation_exists
-from pytest_reliable.plugin.sizing import plan_instead
 from pytest_reliable.plugin.prices import price_instead
+from pytest_reliable.plugin.sizing import plan_instead
 from pytest_reliable.plugin.state import (
     ERRORS_KEY,
     RESULTS_KEY,
@@ -25,11 +26,11 @@ from pytest_reliable.plugin.state import (
     ReliableState,
     state_of,
 )
-from pytest_reliable.contract.settings import Settings
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from pytest_reliable.checklist.report import ChecklistReport
     from pytest_reliable.contract.markers import (
         ChecklistSpec,
         DirectionalArguments,
@@ -39,9 +40,8 @@ if TYPE_CHECKING:
         ReliableSpec,
     )
     from pytest_reliable.plan.data import Records
-    from pytest_reliable.checklist.report import ChecklistReport
-    from pytest_reliable.verdict.results import ReliableReport
     from pytest_reliable.plan.task import Task
+    from pytest_reliable.verdict.results import ReliableReport
 
     _Report = TypeVar("_Report", ReliableReport, ChecklistReport)
 
@@ -169,14 +169,14 @@ class ReliableFixture:
             pytest.fail(f"{self._item.nodeid}: {error}", pytrace=False)
 
     def _run(self, kind: str, work: Callable[[], _Report]) -> _Report:
-        from pytest_reliable.verdict.baseline import BaselineUsageError
-        from pytest_reliable.evaluate.circular import CircularUsageError
-        from pytest_reliable.errors import ReliableError
-        from pytest_reliable.contract.markers import TooFewInstancesError
-        from pytest_reliable.tasks.judge import JudgeUsageError
-        from pytest_reliable.models.base import ModelUsageError
         from pytest_reliable.calls.pricing import PricingError
+        from pytest_reliable.contract.markers import TooFewInstancesError
+        from pytest_reliable.errors import ReliableError
+        from pytest_reliable.evaluate.circular import CircularUsageError
+        from pytest_reliable.models.base import ModelUsageError
         from pytest_reliable.schema.entries import error_entry
+        from pytest_reliable.tasks.judge import JudgeUsageError
+        from pytest_reliable.verdict.baseline import BaselineUsageError
 
         try:
             result = work()
@@ -236,8 +236,8 @@ class ReliableFixture:
     ) -> _Report:
         import asyncio
 
-        from pytest_reliable.models.base import to_daemon_thread
         from pytest_reliable.calls.loop import use_loop
+        from pytest_reliable.models.base import to_daemon_thread
 
         with use_loop(asyncio.get_running_loop()):
             return await to_daemon_thread(method, dataset, task)

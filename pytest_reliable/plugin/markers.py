@@ -197,8 +197,8 @@ def default_resamplings(settings: Settings) -> int | None:
 
 
 def check_marker_baseline(name: str, settings: Settings) -> None:
-    from pytest_reliable.verdict.baseline import BaselineUsageError, check_model_name
     from pytest_reliable.contract.markers import MarkerArgumentError
+    from pytest_reliable.verdict.baseline import BaselineUsageError, check_model_name
 
     try:
         check_model_name(name, settings.baseline_base_url or settings.base_url,

@@ -35,12 +35,12 @@ from pytest_reliable.stats.power import Design as Design
 from pytest_reliable.stats.power import RangeLayout as RangeLayout
 
 if TYPE_CHECKING:
+    from pytest_reliable.calls.pricing import Price
     from pytest_reliable.contract.markers import ChecklistSpec, ReliableSpec
     from pytest_reliable.plan.data import Dataset, Records
-    from pytest_reliable.calls.pricing import Price
+    from pytest_reliable.plan.task import Task
     from pytest_reliable.run.session import ReliableSession, ReliableTest
     from pytest_reliable.space import Space
-    from pytest_reliable.plan.task import Task
 
 METHOD = (
     f"min_score and min_win_rate by up to {power.MEAN_REPS} seeded simulated gates of the planned "
@@ -648,8 +648,8 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
                   spec: ReliableSpec,
                   user_model: Any = None, user_baseline: Any = None) -> TestPlan:
     """The plan of one ``reliable.evaluate(data, task)`` under ``spec``: no model is called."""
-    from pytest_reliable.tasks.judge import judge_of
     from pytest_reliable.plan.sampling import dataset_option_count
+    from pytest_reliable.tasks.judge import judge_of
 
     dataset = session.dataset(data)
     task.validate(dataset)
@@ -1222,8 +1222,8 @@ def _price_cells(session: ReliableSession, model: Any, cells: Sequence[Any]) -> 
     """The distinct requests of ``cells`` on ``model``: those the cache holds are saved, the
     others priced (output at the cache's mean for the model, else at ``max_tokens``)."""
     from pytest_reliable.calls.cache import cache_key
-    from pytest_reliable.evaluate.evaluation import CANONICAL
     from pytest_reliable.calls.pricing import call_cost, estimate_tokens, prompt_text
+    from pytest_reliable.evaluate.evaluation import CANONICAL
 
     price = _plan_price(session, model)
     keyed: dict[str, Any] = {}
@@ -1286,8 +1286,8 @@ def _price_judge(session: ReliableSession, task: Task, answered: Sequence[tuple[
     """At most what the task's judge costs grading ``answered`` ((example, max_tokens) of each
     answer): one call per answer and vote, two orders for a pairwise judge; each answer as long
     as ``answer_tokens`` (else its max_tokens), each reply the judge's max_tokens."""
-    from pytest_reliable.tasks.judge import JudgedItem, judge_of
     from pytest_reliable.calls.pricing import CHARS_PER_TOKEN, estimate_tokens, prompt_text
+    from pytest_reliable.tasks.judge import JudgedItem, judge_of
 
     judge = judge_of(task)
     judge_model = session.judge_model(task)

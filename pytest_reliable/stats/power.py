@@ -50,11 +50,11 @@ import numpy.typing as npt
 from scipy import special as _special
 from scipy import stats as _sps
 
+from pytest_reliable.contract.vocabulary import DEFAULT_POLICY
 from pytest_reliable.stats import groups as g
 from pytest_reliable.stats._validation import FloatArray
 from pytest_reliable.stats.groups import Tally
 from pytest_reliable.stats.proportions import wilson_interval
-from pytest_reliable.contract.vocabulary import DEFAULT_POLICY
 
 POWER = 0.8
 """The probability the resolvable values are quoted at."""

@@ -30,22 +30,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_reliable import stats
-from pytest_reliable.plan.data import record_location
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.evaluate.evaluation import CANONICAL, CellResult, ScoreMatrix
 from pytest_reliable.evaluate.nstar import curve_entry
-from pytest_reliable.store.nstar import NStarEntry
+from pytest_reliable.plan.data import record_location
 from pytest_reliable.plan.sampling import n_listed_units
 from pytest_reliable.space import FORMAT_DIMENSIONS, PERMUTE_LISTED_MAX, Space
+from pytest_reliable.store.nstar import NStarEntry
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only, so the core does not load the writers
+    from pytest_reliable.plan.task import Task
     from pytest_reliable.schema.entries import (
         GroupEntry,
         NStarCurveEntry,
         RangeEntry,
         SummaryFields,
     )
-    from pytest_reliable.plan.task import Task
 
 NOISE_PERMUTATIONS = 200
 """Seeded within-instance label permutations behind every ``noise_floor``."""
