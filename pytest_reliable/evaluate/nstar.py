@@ -6,6 +6,10 @@ key across every process using the store), compute n* from its per-resampling sc
 decides on. When the reference is the model under test the pilot is the gate's prefix (plans are prefix-consistent): its first n* resamplings gate, or, when a
 bootstrap n* exceeds the pilot, the plan is extended beyond the pilot up to n* (at most the cap)
 and only the new resamplings are called.
+
+n* lives in four rooms: the statistic `pytest_reliable.stats.reliable_n`, running it
+`pytest_reliable.evaluate.nstar`, keeping it `pytest_reliable.store.nstar`, scheduling it
+`pytest_reliable.evaluate.schedules`.
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@ An entry that cannot be read or has the wrong shape (an older version's, a hand 
 are not UTF-8) is treated as absent with a warning: the pilot runs again. A store that cannot be
 written (``n_star`` is a file, a read-only directory, a lost server) warns too and never costs the
 verdict: the run gates on the n* its pilot found; only the next run pays for the pilot again.
+
+n* lives in four rooms: the statistic `pytest_reliable.stats.reliable_n`, running it
+`pytest_reliable.evaluate.nstar`, keeping it `pytest_reliable.store.nstar`, scheduling it
+`pytest_reliable.evaluate.schedules`.
 """
 
 from __future__ import annotations
