@@ -168,7 +168,7 @@ def pytest_collection_modifyitems(
     for item in items:
         item.stash[SPECS_KEY] = {}
     marked = [item for item in items if has_marker(item)]
-    if marked:  # markerspec imports the space package, and numpy with it
+    if marked:  # contract.markers imports the space package, and numpy with it
         from pytest_reliable.contract.markers import MarkerArgumentError
     for item in marked:
         try:

@@ -192,7 +192,7 @@ class ReliableFixture:
         if usage and not isinstance(failed, PricingError):
             # A misconfigured comparison: stop before other tests spend calls. A model without
             # a price under a USD budget stops only its own test, before its first call: the
-            # price pass (`_plugin_prices`) stopped the run before any call for every model it
+            # price pass (`plugin.prices`) stopped the run before any call for every model it
             # could find, and a test that finds another one only in its body fails alone.
             self._item.session.shouldstop = f"pytest-reliable: {failed}"
         # Outside the except block: the message alone, not "during handling of the above".

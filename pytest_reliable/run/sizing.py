@@ -29,7 +29,7 @@ from pytest_reliable.contract.vocabulary import (
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.stats import power
 
-# The power calculations are `stats.power`'s; plan_report's names for them stay importable here.
+# The power calculations are `stats.power`'s; --reliable-plan's names for them stay importable here.
 from pytest_reliable.stats.power import POWER as POWER
 from pytest_reliable.stats.power import Design as Design
 from pytest_reliable.stats.power import RangeLayout as RangeLayout

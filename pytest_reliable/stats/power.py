@@ -3,7 +3,7 @@
 
 `pytest_reliable.run.sizing` plans the calls and writes the text; the numbers are here, beside
 the bounds they anticipate, so a change to a gate's bound and to its sizing is one change in one
-package. The method, in brief (`plan_report` prints it with every plan):
+package. The method, in brief (`run.sizing` prints it with every plan):
 
 - Means (``min_score``, ``min_win_rate``): by simulation through the gate's own bound
   (`mean_values_simulated`: Gaffke's bound on the per-instance means, Clopper-Pearson when they
