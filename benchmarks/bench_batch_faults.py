@@ -35,20 +35,22 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pytest_reliable.batch import BatchTransport
-from pytest_reliable.cache import ResponseCache
+from pytest_reliable.calls.batch import BatchTransport
+from pytest_reliable.calls.cache import ResponseCache
+from pytest_reliable.calls.requests import number_samples
+from pytest_reliable.calls.runner import Runner
 from pytest_reliable.models.base import SamplingParams
 from pytest_reliable.models.openai_compat import OpenAICompatibleModel
-from pytest_reliable.runner import Runner, number_samples
 from pytest_reliable.testing import Fault, ScriptedServer
 
 CHILD = """
 import sys
-from pytest_reliable.batch import BatchTransport
-from pytest_reliable.cache import ResponseCache
+from pytest_reliable.calls.batch import BatchTransport
+from pytest_reliable.calls.cache import ResponseCache
 from pytest_reliable.models.base import SamplingParams
 from pytest_reliable.models.openai_compat import OpenAICompatibleModel
-from pytest_reliable.runner import Runner, number_samples
+from pytest_reliable.calls.runner import Runner
+from pytest_reliable.calls.requests import number_samples
 
 base_url, path, prefix, count, wait_timeout = sys.argv[1:]
 model = OpenAICompatibleModel("scripted", base_url, api_key="sk-bench")

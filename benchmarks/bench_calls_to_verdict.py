@@ -34,8 +34,8 @@ from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_reliable.evaluation import ScoreMatrix
-from pytest_reliable.stopping import batch_size, run_until_settled
+from pytest_reliable.evaluate.evaluation import ScoreMatrix
+from pytest_reliable.evaluate.stopping import batch_size, run_until_settled
 
 LIMIT, CONFIDENCE, FORMAT_EFFECT, CONCENTRATION = 0.7, 0.95, 0.05, 10.0
 DISTANCES = (-0.1, 0.0, 0.05, 0.1, 0.2)

@@ -112,7 +112,11 @@ def exact_error(n: int, rate: float, policy: str, bound: Callable[[int, int], An
     (e.g. `stats.wilson_bound`, the bound it replaced) through `gate.decide_thresholds`."""
     from scipy import stats as scipy_stats
 
-    from pytest_reliable.gate import checklist_thresholds, decide_thresholds, proportion_evidence
+    from pytest_reliable.verdict.gate import (
+        checklist_thresholds,
+        decide_thresholds,
+        proportion_evidence,
+    )
 
     wrong = 0.0
     for k in range(n + 1):

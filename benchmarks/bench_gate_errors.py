@@ -79,9 +79,9 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from pytest_reliable import MultipleChoice, text_model
-from pytest_reliable.markerspec import ReliableSpec
-from pytest_reliable.plan_report import plan_design, resolve
-from pytest_reliable.session import ReliableSession, Settings
+from pytest_reliable.contract.markers import ReliableSpec
+from pytest_reliable.run.session import ReliableSession, Settings
+from pytest_reliable.run.sizing import plan_design, resolve
 from pytest_reliable.space import Space
 
 CONFIDENCE = 0.95
@@ -249,9 +249,9 @@ class Job:
 def decide_thresholds(spec: ReliableSpec, summary: Any, policy: str) -> list[Any]:
     """The thresholds of ``spec`` decided under ``policy``: the function run_reliable calls."""
     try:
-        from pytest_reliable.gate import reliable_thresholds
+        from pytest_reliable.verdict.gate import reliable_thresholds
     except ImportError:  # before the verdicts branch: the point estimate only
-        from pytest_reliable.session import reliable_thresholds as point_estimates
+        from pytest_reliable.run.session import reliable_thresholds as point_estimates
 
         return point_estimates(spec, summary)  # type: ignore[no-any-return]
     return reliable_thresholds(spec, summary, policy)  # type: ignore[call-arg,no-any-return]
@@ -374,7 +374,7 @@ def run_regime(regime: Regime) -> dict[tuple[str, str], int]:
     `POWER_MARGIN` (pass-on-evidence: passes with the limit that far on the right side;
     fail-on-evidence: fails with it that far on the wrong side)."""
     from pytest_reliable import stats
-    from pytest_reliable.gate import (
+    from pytest_reliable.verdict.gate import (
         decide_thresholds,
         group_evidence,
         median_evidence,

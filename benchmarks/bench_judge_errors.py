@@ -43,11 +43,11 @@ from pathlib import Path
 from scipy import stats as scipy_stats
 
 from pytest_reliable import Generation, Judge, chat_model, text_model
-from pytest_reliable.gate import reliable_thresholds
-from pytest_reliable.markerspec import ReliableSpec
+from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.models.base import request_seed
-from pytest_reliable.session import ReliableSession, Settings
+from pytest_reliable.run.session import ReliableSession, Settings
 from pytest_reliable.space import Space
+from pytest_reliable.verdict.gate import reliable_thresholds
 
 CONFIDENCE = 0.95
 RHO = 0.5

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from pytest_reliable import Dataset, MultipleChoice
-from pytest_reliable.sampling import make_plan
+from pytest_reliable.plan.sampling import make_plan
 from pytest_reliable.space import load_spaces
 from pytest_reliable.stats import orp
 
@@ -163,9 +163,9 @@ def _orp_row(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
 
 
 def run_real(n: int, bootstrap: int, seed: int) -> None:
-    from pytest_reliable.evaluation import EvaluationSettings, evaluate
+    from pytest_reliable.evaluate.evaluation import EvaluationSettings, evaluate
     from pytest_reliable.models.local import LOCAL_MODEL_NAME, LocalModelServer
-    from pytest_reliable.session import ReliableSession, Settings
+    from pytest_reliable.run.session import ReliableSession, Settings
 
     example = _example_conftest()
     space = load_spaces(SPACE_FILE)["movies"]

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import time
 
-from pytest_reliable import render as render_module
-from pytest_reliable.data import Dataset
-from pytest_reliable.render import render
-from pytest_reliable.sampling import derive_seed, make_plan
+from pytest_reliable.plan import render as render_module
+from pytest_reliable.plan.data import Dataset
+from pytest_reliable.plan.render import render
+from pytest_reliable.plan.sampling import derive_seed, make_plan
 from pytest_reliable.space import Space
-from pytest_reliable.tasks import MultipleChoice
+from pytest_reliable.tasks.builtin import MultipleChoice
 
 N_RESAMPLINGS, N_INSTANCES = 100, 1000
 

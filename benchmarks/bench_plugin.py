@@ -62,8 +62,8 @@ DIRECT = '''
 import sys
 from pathlib import Path
 from pytest_reliable import Dataset, MultipleChoice, text_model
-from pytest_reliable.markerspec import ReliableSpec
-from pytest_reliable.session import ReliableSession, Settings
+from pytest_reliable.contract.markers import ReliableSpec
+from pytest_reliable.run.session import ReliableSession, Settings
 from bench_data import RECORDS
 from bench_model import answer
 

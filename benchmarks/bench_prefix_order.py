@@ -22,12 +22,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_reliable.data import Dataset
-from pytest_reliable.markerspec import parse_reliable
-from pytest_reliable.runner import Runner
-from pytest_reliable.session import ReliableSession, Settings
+from pytest_reliable.calls.runner import Runner
+from pytest_reliable.contract.markers import parse_reliable
+from pytest_reliable.plan.data import Dataset
+from pytest_reliable.run.session import ReliableSession, Settings
 from pytest_reliable.space import load_spaces
-from pytest_reliable.tasks import Classification, MultipleChoice
+from pytest_reliable.tasks.builtin import Classification, MultipleChoice
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -86,8 +86,8 @@ def main() -> None:
     rows = []
     try:
         # Start the server before timing, so neither order pays for its start-up.
+        from pytest_reliable.calls.requests import Request
         from pytest_reliable.models.base import SamplingParams
-        from pytest_reliable.runner import Request
 
         warm = session.runner(session.default_model(), "warm-up")
         warm.run([Request.of([{"role": "user", "content": "Hi"}], SamplingParams(max_tokens=1))])

@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_gate_errors import QUESTION, SPACE, _uniform, dataset, instance_accuracy, rate
 
 from pytest_reliable import MultipleChoice, text_model
-from pytest_reliable.gate import reliable_thresholds
-from pytest_reliable.markerspec import ReliableSpec
-from pytest_reliable.results import ReliableReport
-from pytest_reliable.session import ReliableSession, Settings
+from pytest_reliable.contract.markers import ReliableSpec
+from pytest_reliable.run.session import ReliableSession, Settings
+from pytest_reliable.verdict.gate import reliable_thresholds
+from pytest_reliable.verdict.results import ReliableReport
 
 CONFIDENCE = 0.95
 RHO = 0.5

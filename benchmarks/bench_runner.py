@@ -18,10 +18,11 @@ from pathlib import Path
 
 import openai
 
-from pytest_reliable.cache import ResponseCache
+from pytest_reliable.calls.cache import ResponseCache
+from pytest_reliable.calls.requests import Request, number_samples
+from pytest_reliable.calls.runner import Runner
 from pytest_reliable.models.base import SamplingParams
 from pytest_reliable.models.openai_compat import OpenAICompatibleModel
-from pytest_reliable.runner import Request, Runner, number_samples
 from pytest_reliable.testing import ScriptedServer
 
 N = 2000

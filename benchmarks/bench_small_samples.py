@@ -42,14 +42,14 @@ from scipy import special
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pytest_reliable import stats
-from pytest_reliable.gate import (
+from pytest_reliable.verdict.gate import (
     Evidence,
     decide_thresholds,
     proportion_evidence,
     regression_evidence,
     std_evidence,
 )
-from pytest_reliable.summary import passed_samples, std_bound
+from pytest_reliable.verdict.summary import passed_samples, std_bound
 
 CONFIDENCE = 0.95
 ALPHA = 1 - CONFIDENCE
@@ -330,7 +330,7 @@ def max_std_grid(reps: int, quick: bool, missed: list[str]) -> None:
     both policies. Fixed mode below n = 10 is refused at collection (`MAX_STD_MIN_N`), and
     fail-on-evidence with more resamplings than instances before any call
     (`max_std_least_instances`): those cells print "refused"."""
-    from pytest_reliable.markerspec import MAX_STD_MIN_N, max_std_least_instances
+    from pytest_reliable.contract.markers import MAX_STD_MIN_N, max_std_least_instances
 
     sizes = (8, 30) if quick else (8, 16, 30, 100)
     resamplings = (2, 10) if quick else (2, 3, 5, 10, 30)
@@ -479,8 +479,8 @@ def end_to_end(reps: int, missed: list[str]) -> None:
     from bench_gate_errors import SPACE, SimModel, dataset
 
     from pytest_reliable import MultipleChoice, text_model
-    from pytest_reliable.markerspec import ReliableSpec
-    from pytest_reliable.session import ReliableSession, Settings
+    from pytest_reliable.contract.markers import ReliableSpec
+    from pytest_reliable.run.session import ReliableSession, Settings
 
     # Beta(mean 0.7, rho 0.7): a U-shaped population, many instances near 0 (skewed difficulty).
     model = SimModel("skewed", 0.7, rho=0.7)

@@ -26,8 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_reliable.calls.budget import Budget
+from pytest_reliable.calls.requests import Request, number_samples
+from pytest_reliable.calls.runner import Runner
 from pytest_reliable.models.base import ModelResponse, SamplingParams
-from pytest_reliable.runner import Budget, Request, Runner, number_samples
 from pytest_reliable.store import LocalStore, Store
 from pytest_reliable.store.postgres import PostgresStore
 from pytest_reliable.testing.postgres import TemporaryPostgres

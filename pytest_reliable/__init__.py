@@ -11,43 +11,45 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_reliable.data import Dataset
     from pytest_reliable.checklist.judge_task import JudgeTask
-    from pytest_reliable.judge import Judge
-    from pytest_reliable.models.named import local_model, openai_model
+    from pytest_reliable.checklist.report import ChecklistReport
     from pytest_reliable.models.base import ModelResponse, SamplingParams
     from pytest_reliable.models.callables import chat_model, text_model
-    from pytest_reliable._plugin_fixture import ReliableFixture
-    from pytest_reliable._plugin_markers import directional, invariance, mft, reliable
-    from pytest_reliable.results import ChecklistReport, ReliableReport
+    from pytest_reliable.models.named import local_model, openai_model
+    from pytest_reliable.plan.data import Dataset
+    from pytest_reliable.plan.task import Grade, Task
+    from pytest_reliable.plugin.fixture import ReliableFixture
+    from pytest_reliable.plugin.markers import directional, invariance, mft, reliable
     from pytest_reliable.space import Space, Variant
-    from pytest_reliable.tasks import Classification, Generation, Grade, MultipleChoice, Task
+    from pytest_reliable.tasks.builtin import Classification, Generation, MultipleChoice
+    from pytest_reliable.tasks.judge import Judge
+    from pytest_reliable.verdict.results import ReliableReport
 
 __version__ = "0.1.0"
 
 # name -> module that defines it; imported on first attribute access. Keep in step with the
 # TYPE_CHECKING imports above (tests/test_typing.py checks that they agree).
 _LAZY: dict[str, str] = {
-    "reliable": "pytest_reliable._plugin_markers",
-    "invariance": "pytest_reliable._plugin_markers",
-    "directional": "pytest_reliable._plugin_markers",
-    "mft": "pytest_reliable._plugin_markers",
-    "ReliableFixture": "pytest_reliable._plugin_fixture",
-    "ReliableReport": "pytest_reliable.results",
-    "ChecklistReport": "pytest_reliable.results",
+    "reliable": "pytest_reliable.plugin.markers",
+    "invariance": "pytest_reliable.plugin.markers",
+    "directional": "pytest_reliable.plugin.markers",
+    "mft": "pytest_reliable.plugin.markers",
+    "ReliableFixture": "pytest_reliable.plugin.fixture",
+    "ReliableReport": "pytest_reliable.verdict.results",
+    "ChecklistReport": "pytest_reliable.checklist.report",
     "text_model": "pytest_reliable.models.callables",
     "chat_model": "pytest_reliable.models.callables",
     "Space": "pytest_reliable.space",
     "Variant": "pytest_reliable.space",
-    "Dataset": "pytest_reliable.data",
-    "MultipleChoice": "pytest_reliable.tasks",
-    "Classification": "pytest_reliable.tasks",
-    "Generation": "pytest_reliable.tasks",
-    "Task": "pytest_reliable.tasks",
-    "Grade": "pytest_reliable.tasks",
+    "Dataset": "pytest_reliable.plan.data",
+    "MultipleChoice": "pytest_reliable.tasks.builtin",
+    "Classification": "pytest_reliable.tasks.builtin",
+    "Generation": "pytest_reliable.tasks.builtin",
+    "Task": "pytest_reliable.plan.task",
+    "Grade": "pytest_reliable.plan.task",
     "SamplingParams": "pytest_reliable.models.base",
     "ModelResponse": "pytest_reliable.models.base",
-    "Judge": "pytest_reliable.judge",
+    "Judge": "pytest_reliable.tasks.judge",
     "JudgeTask": "pytest_reliable.checklist.judge_task",
     "openai_model": "pytest_reliable.models.named",
     "local_model": "pytest_reliable.models.named",

@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from pytest_reliable.data import Dataset
+from pytest_reliable.plan.data import Dataset
 from pytest_reliable.space import (
     FORMAT_DIMENSIONS,
     PERMUTE_LISTED_MAX,

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from pytest_reliable import Dataset, ModelResponse, MultipleChoice, text_model
-from pytest_reliable.markerspec import ReliableSpec
+from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.models.base import ModelUsageError, ModelWarning
-from pytest_reliable.session import ReliableSession, Settings
+from pytest_reliable.run.session import ReliableSession, Settings
 from pytest_reliable.space import Space
 
 SPACE = Space.from_mapping("wrappers", {"wrapper": ["({})", "{}."]})

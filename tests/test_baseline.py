@@ -1,5 +1,6 @@
-"""The baseline comparison in the core (`pytest_reliable.baseline`, `ReliableSession`), no pytest
-plugin: pairing on the candidate's plan, the stored-report checks, the decision under each policy.
+"""The baseline comparison in the core (`pytest_reliable.verdict.baseline`, `ReliableSession`), no
+pytest plugin: pairing on the candidate's plan, the stored-report checks, the decision under each
+policy.
 """
 
 from __future__ import annotations
@@ -13,21 +14,21 @@ import pytest
 from scipy.stats import norm
 
 from pytest_reliable import Dataset, MultipleChoice, stats, text_model
-from pytest_reliable.baseline import (
+from pytest_reliable.calls.cache import cache_key
+from pytest_reliable.calls.requests import number_samples
+from pytest_reliable.contract.markers import MarkerArgumentError, ReliableSpec, parse_reliable
+from pytest_reliable.evaluate.evaluation import EvaluationSettings, plan_cells
+from pytest_reliable.plan.sampling import derive_seed
+from pytest_reliable.run.session import ReliableSession, Settings
+from pytest_reliable.space import Space
+from pytest_reliable.verdict.baseline import (
     BaselineScores,
     BaselineUsageError,
     StoredBaseline,
     choose_baseline,
     compare,
 )
-from pytest_reliable.cache import cache_key
-from pytest_reliable.evaluation import EvaluationSettings, plan_cells
-from pytest_reliable.gate import Evidence, decide_thresholds, regression_evidence
-from pytest_reliable.markerspec import MarkerArgumentError, ReliableSpec, parse_reliable
-from pytest_reliable.runner import number_samples
-from pytest_reliable.sampling import derive_seed
-from pytest_reliable.session import ReliableSession, Settings
-from pytest_reliable.space import Space
+from pytest_reliable.verdict.gate import Evidence, decide_thresholds, regression_evidence
 
 SPACE = Space.from_mapping("wrappers", {"wrapper": ["({})", "{}."], "temperature": [0.0, 0.7]})
 DATA = Dataset.from_records([

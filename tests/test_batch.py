@@ -1,8 +1,8 @@
-"""The batch transport (`pytest_reliable.batch`) under a runner, against the scripted server's batch
-API: nothing paid is lost (issue 32, items 1-4). A line of the output that cannot be read fails
-its request and no other; a body without an answer is the same error on both paths; a batch that
-never finishes ends at the deadline with its id kept; a batch whose id was never learnt is found
-by its tag instead of being paid for twice."""
+"""The batch transport (`pytest_reliable.calls.batch`) under a runner, against the scripted
+server's batch API: nothing paid is lost (issue 32, items 1-4). A line of the output that cannot be
+read fails its request and no other; a body without an answer is the same error on both paths; a
+batch that never finishes ends at the deadline with its id kept; a batch whose id was never learnt
+is found by its tag instead of being paid for twice."""
 
 from __future__ import annotations
 
@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 
-import pytest_reliable.runner as runner_module
-from pytest_reliable.batch import SENDING, TAG_NAME, TAG_SENT, BatchTransport, batch_name
-from pytest_reliable.cache import ResponseCache
+import pytest_reliable.calls.runner as runner_module
+from pytest_reliable.calls.batch import SENDING, TAG_NAME, TAG_SENT, BatchTransport, batch_name
+from pytest_reliable.calls.cache import ResponseCache
+from pytest_reliable.calls.requests import ProgressEvent, Request, number_samples
+from pytest_reliable.calls.runner import Runner
 from pytest_reliable.models.base import ModelCallError, SamplingParams
 from pytest_reliable.models.openai_compat import OpenAICompatibleModel, response_from_body
-from pytest_reliable.runner import ProgressEvent, Request, Runner, number_samples
 from pytest_reliable.store import Store
 from pytest_reliable.testing import ScriptedServer
 
@@ -404,7 +405,7 @@ def test_another_host_finds_the_batch_a_killed_host_created_through_postgresql(
     """SPEC 10 with 13: host A is stopped while its batch's creation is answered (the batch
     exists, A never learns its id); host B, sharing the PostgreSQL store, finds the batch by the
     tag A's sending mark holds in the store, and collects it: one batch, paid once."""
-    from pytest_reliable.runner import call_loop
+    from pytest_reliable.calls.loop import call_loop
     from pytest_reliable.store.postgres import PostgresStore
     from pytest_reliable.testing import Fault
 
@@ -452,7 +453,7 @@ class _Reporter:
 def _progress_line(isatty: bool) -> tuple[Any, _Reporter]:
     from types import SimpleNamespace
 
-    from pytest_reliable._plugin_progress import ProgressLine
+    from pytest_reliable.plugin.progress import ProgressLine
 
     reporter = _Reporter(isatty)
     plugins = {"terminalreporter": reporter}
@@ -488,7 +489,7 @@ def test_a_run_stopped_during_the_follow_up_batch_keeps_the_first_batchs_answers
     """The first batch's answers are stored as soon as it is collected, not after its follow-up
     batch: a run stopped meanwhile kept none of them (the first batch forgotten, so the rerun
     paid for them again). The rerun collects the follow-up batch it left."""
-    from pytest_reliable.runner import call_loop
+    from pytest_reliable.calls.loop import call_loop
 
     bad: dict[str, str] = {}
     holder: dict[str, ScriptedServer] = {}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reliable.cache import CacheMissError, ResponseCache, cache_key, miss_message
+from pytest_reliable.calls.cache import CacheMissError, ResponseCache, cache_key, miss_message
 from pytest_reliable.models.base import ModelResponse, SamplingParams
 
 MSG = [{"role": "system", "content": "s"}, {"role": "user", "content": "hello"}]
@@ -147,7 +147,7 @@ def test_failing_store_keeps_answers_in_memory_and_reports_once(tmp_path: Path) 
 
 @pytest.mark.parametrize("kind", ["directory", "garbage", "truncated", "foreign", "old schema"])
 def test_a_file_that_is_not_a_cache_is_named_with_the_fix(tmp_path: Path, kind: str) -> None:
-    from pytest_reliable.cache import CacheFileError, check_cache_path
+    from pytest_reliable.calls.cache import CacheFileError, check_cache_path
 
     path = tmp_path / "c.sqlite"
     if kind == "directory":
@@ -179,7 +179,7 @@ def test_a_file_that_is_not_a_cache_is_named_with_the_fix(tmp_path: Path, kind: 
 def test_an_unwritable_place_is_refused_before_any_call(tmp_path: Path) -> None:
     import os
 
-    from pytest_reliable.cache import CacheFileError, check_cache_path
+    from pytest_reliable.calls.cache import CacheFileError, check_cache_path
 
     locked = tmp_path / "locked"
     locked.mkdir()
@@ -195,7 +195,7 @@ def test_an_unwritable_place_is_refused_before_any_call(tmp_path: Path) -> None:
 
 
 def test_budget_ledger_is_one_count_for_every_process(tmp_path: Path) -> None:
-    from pytest_reliable.cache import BudgetLedger
+    from pytest_reliable.calls.cache import BudgetLedger
 
     path = tmp_path / "budget.sqlite"
     workers = [BudgetLedger(path, "run-1") for _ in range(4)]

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 
 from pytest_reliable import strategies
-from pytest_reliable.data import Dataset
 from pytest_reliable.errors import DatasetError
-from pytest_reliable.tasks import Classification, Generation, MultipleChoice
+from pytest_reliable.plan.data import Dataset
+from pytest_reliable.tasks.builtin import Classification, Generation, MultipleChoice
 
 BBH = Path(__file__).parent / "data" / "bbh"
 RECORDS: list[dict[str, Any]] = [
@@ -105,7 +105,7 @@ def test_from_bbh_without_options_is_generation_shaped() -> None:
 def test_from_bbh_drops_the_question_label_the_prompt_adds_itself(tmp_path: Path) -> None:
     """BBH's web_of_lies inputs start with "Question:"; the prompt's field marker labels the
     question, so kept it rendered "Question: Question: ..." at the default canonical variant."""
-    from pytest_reliable.render import render
+    from pytest_reliable.plan.render import render
     from pytest_reliable.space import Space
 
     path = tmp_path / "web_of_lies.json"

@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from pytest_reliable.evaluation import (
+from pytest_reliable.calls.requests import CallResult, number_samples
+from pytest_reliable.evaluate.evaluation import (
     CANONICAL,
     CellResult,
     EvaluationSettings,
@@ -18,9 +19,8 @@ from pytest_reliable.evaluation import (
     plan_cells,
 )
 from pytest_reliable.models.base import ModelResponse
-from pytest_reliable.runner import CallResult, number_samples
 from pytest_reliable.space import Space
-from pytest_reliable.tasks import MultipleChoice
+from pytest_reliable.tasks.builtin import MultipleChoice
 
 DATA = [{"question": f"q{i}", "choices": ["a", "b", "c"], "answer": i % 3} for i in range(5)]
 SPACE = Space.from_mapping("warm", {"wrapper": ["({})", "{}."], "temperature": [0.0, 0.7]})

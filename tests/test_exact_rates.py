@@ -9,9 +9,9 @@ import pytest
 from scipy import stats as scipy_stats
 
 from pytest_reliable import stats
-from pytest_reliable.circular import CircularResult, _scored, circular_entry
-from pytest_reliable.evaluation import Calls
-from pytest_reliable.gate import proportion_evidence
+from pytest_reliable.evaluate.circular import CircularResult, _scored, circular_entry
+from pytest_reliable.evaluate.evaluation import Calls
+from pytest_reliable.verdict.gate import proportion_evidence
 
 
 def test_circular_is_decided_exactly_and_shown_with_wilson() -> None:
@@ -30,7 +30,7 @@ def test_the_circular_score_of_graded_cells_gets_the_exact_bound() -> None:
 
 
 def test_maj_at_k_is_bounded_exactly_on_0_1_values_and_by_gaffke_on_partial_credit() -> None:
-    from pytest_reliable.summary import majority_at_k
+    from pytest_reliable.verdict.summary import majority_at_k
 
     class Matrix:  # the two attributes majority_at_k reads
         def __init__(self, k: int, n: int, cells: list[object]) -> None:

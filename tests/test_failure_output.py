@@ -17,14 +17,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_reliable import Dataset, MultipleChoice, text_model
-from pytest_reliable.markerspec import ReliableSpec
+from pytest_reliable.calls.requests import ProgressEvent
+from pytest_reliable.contract.markers import ReliableSpec
+from pytest_reliable.contract.settings import Settings
 from pytest_reliable.report.format import fit_name, fit_names
 from pytest_reliable.report.html import n_star_section, worst_variant_section
-from pytest_reliable.runner import ProgressEvent
-from pytest_reliable.session import ReliableSession, combined_progress
-from pytest_reliable.settings import Settings
+from pytest_reliable.run.session import ReliableSession, combined_progress
 from pytest_reliable.space import Space, lock_update_summary, lookalike
-from pytest_reliable.summary import summarize
+from pytest_reliable.verdict.summary import summarize
 from tests.test_gate import simulated
 
 WRAPPERS = Space.from_mapping("wrappers", {"wrapper": ["({})", "{}."]})
@@ -205,7 +205,7 @@ def test_a_lookalike_space_name_says_what_differs(asked: str, declared: str, say
 
 
 def test_an_undeclared_space_names_the_file_read(tmp_path: Path) -> None:
-    from pytest_reliable._plugin_checks import undeclared_space
+    from pytest_reliable.plugin.checks import undeclared_space
 
     settings = Settings(rootdir=tmp_path)
     said = undeclared_space("mcq", {}, settings, tmp_path)
@@ -285,7 +285,7 @@ def test_the_lock_update_line_says_what_changed() -> None:
 
 
 def test_no_difference_is_never_shown_as_minus_zero() -> None:
-    from pytest_reliable.gate import ThresholdCheck
+    from pytest_reliable.verdict.gate import ThresholdCheck
 
     check = ThresholdCheck("max_regression", 0.1, -0.0, "max", bound=-1e-17,
                            decide="pass-on-evidence", method="m")

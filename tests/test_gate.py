@@ -10,21 +10,26 @@ import numpy as np
 import pytest
 
 from pytest_reliable import stats
-from pytest_reliable.evaluation import CellResult, EvaluationSettings, ScoreMatrix, grade_cells
-from pytest_reliable.evaluation import plan_cells as make_cells
-from pytest_reliable.gate import (
+from pytest_reliable.calls.requests import CallResult
+from pytest_reliable.contract.markers import ReliableSpec
+from pytest_reliable.evaluate.evaluation import (
+    CellResult,
+    EvaluationSettings,
+    ScoreMatrix,
+    grade_cells,
+)
+from pytest_reliable.evaluate.evaluation import plan_cells as make_cells
+from pytest_reliable.models.base import ModelResponse
+from pytest_reliable.space import Space
+from pytest_reliable.tasks.builtin import MultipleChoice
+from pytest_reliable.verdict.gate import (
     ThresholdCheck,
     decide_thresholds,
     proportion_evidence,
     reliable_thresholds,
     spread_evidence,
 )
-from pytest_reliable.markerspec import ReliableSpec
-from pytest_reliable.models.base import ModelResponse
-from pytest_reliable.runner import CallResult
-from pytest_reliable.space import Space
-from pytest_reliable.summary import summarize
-from pytest_reliable.tasks import MultipleChoice
+from pytest_reliable.verdict.summary import summarize
 
 
 def _bound(p: float, n_inst: int = 50, n: int = 10, seed: int = 0) -> stats.ProportionBound:

@@ -13,7 +13,7 @@ from scipy import stats as scipy_stats
 from statsmodels.stats.proportion import proportion_confint
 
 from pytest_reliable import stats
-from pytest_reliable.gate import checklist_bound, checklist_thresholds
+from pytest_reliable.verdict.gate import checklist_bound, checklist_thresholds
 
 POLICIES = ("pass-on-evidence", "fail-on-evidence", "estimate")
 

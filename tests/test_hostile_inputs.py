@@ -15,7 +15,7 @@ import pytest
 
 # In-process runs import numpy and scipy, which cannot be loaded twice: loaded once here, pytester's
 # module snapshot keeps them between runs (the file also passes on its own).
-import pytest_reliable.session  # noqa: F401
+import pytest_reliable.run.session  # noqa: F401
 from tests.acceptance.helpers import DATASET, RELIABLE_YAML
 
 # The model leaves a file behind when it is called: input this bad must never reach it.
@@ -641,7 +641,7 @@ def test_a_test_whose_calls_did_not_complete_has_every_field_null(
 ) -> None:
     from typing import get_type_hints
 
-    from pytest_reliable.report.entries import ChecklistEntry, ReliableEntry
+    from pytest_reliable.schema.entries import ChecklistEntry, ReliableEntry
 
     _gate_project(pytester)
     pytester.makepyfile(test_hostile=ERROR_TESTS.replace("{dataset!r}", repr(DATASET)))
@@ -1024,7 +1024,7 @@ def test_a_model_raising_keyboard_interrupt_stops_the_run_as_ctrl_c_does(
     assert _stored_answers(pytester.path) == 5  # what came back before the interrupt is stored
 
 
-# -- item 11: a sync callable that spins the CPU (or blocks in C code) past the timeout -------------
+# -- item 11: a sync callable that spins the CPU (or blocks in C code) past the timeout ------------
 # At exit (the latest atexit hook), wait up to 2 s for the model's threads, then count them.
 THREADS_AT_EXIT = r'''
 
@@ -1187,8 +1187,8 @@ def test_a_model_raising_cancelled_error_is_an_errored_call_naming_it(
 def test_a_model_ignoring_its_cancellation_is_abandoned_counted_and_reported(
     pytester: pytest.Pytester,
 ) -> None:
+    from pytest_reliable.calls.runner import CANCEL_GRACE_S
     from pytest_reliable.models.base import ABANDONED_CALLS_MAX
-    from pytest_reliable.runner import CANCEL_GRACE_S
 
     swallow = ("while True:\n        try:\n            await asyncio.sleep(3600)\n"
                "        except asyncio.CancelledError:\n            pass")

@@ -20,9 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_reliable import Dataset, MultipleChoice, Space, stats, text_model
-from pytest_reliable.__main__ import main
-from pytest_reliable.markerspec import ReliableSpec
-from pytest_reliable.report.entries import ReliableEntry, json_safe
+from pytest_reliable.cli.main import main
+from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.report.html import (
     CSS,
     LONG_TEXT_CHARS,
@@ -32,7 +31,8 @@ from pytest_reliable.report.html import (
     write_html,
 )
 from pytest_reliable.report.markdown import markdown_summary
-from pytest_reliable.session import ReliableSession, Settings
+from pytest_reliable.run.session import ReliableSession, Settings
+from pytest_reliable.schema.entries import ReliableEntry, json_safe
 
 FIXTURE = Path(__file__).parent / "data" / "report_full.json"
 ALLOWED_TAGS = {
@@ -445,8 +445,10 @@ def imported_modules(importtime_stderr: str) -> set[str]:
             if line.startswith("import time:") and "|" in line}
 
 
-VIEWER_OUTSIDE_REPORT = {"pytest_reliable", "pytest_reliable.__main__", "pytest_reliable.files"}
-"""What the viewer may load from the package besides ``pytest_reliable.report``."""
+VIEWER_OUTSIDE_REPORT = {"pytest_reliable", "pytest_reliable.__main__", "pytest_reliable.cli",
+                         "pytest_reliable.cli.main", "pytest_reliable.files"}
+"""What the viewer may load from the package besides ``pytest_reliable.report`` and the report's
+schema (``pytest_reliable.schema``)."""
 HEAVY = {"numpy", "scipy", "statsmodels", "pytest"}
 
 
@@ -454,7 +456,8 @@ def assert_only_the_viewer(modules: set[str]) -> None:
     assert "pytest_reliable.report.html" in modules
     assert not modules & HEAVY, sorted(modules & HEAVY)
     ours = {m for m in modules if m.split(".")[0] == "pytest_reliable"}
-    assert {m for m in ours if not m.startswith("pytest_reliable.report")} <= \
+    assert {m for m in ours
+            if not m.startswith(("pytest_reliable.report", "pytest_reliable.schema"))} <= \
         VIEWER_OUTSIDE_REPORT, sorted(ours)
 
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from pytest_reliable import Dataset, Generation, Judge, chat_model, openai_model, text_model
-from pytest_reliable.judge import JudgeUsageError, judge_of
-from pytest_reliable.markerspec import ReliableSpec
+from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.models.base import Message
-from pytest_reliable.session import ReliableSession, Settings
+from pytest_reliable.run.session import ReliableSession, Settings
+from pytest_reliable.tasks.judge import JudgeUsageError, judge_of
 from pytest_reliable.testing import ScriptedServer
 
 DATA = Dataset.from_records(
@@ -178,7 +178,7 @@ def test_a_judge_none_of_whose_replies_parse_errors_instead_of_failing_the_model
 def test_agreement_is_over_parsed_votes_and_null_without_two(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from pytest_reliable.judge import judge_entry
+    from pytest_reliable.verdict.judged import judge_entry
 
     def agreement(*cells: tuple[float | None, ...], votes: int = 3) -> float | None:
         judge = Judge(text_model(str), "r", votes=votes)
@@ -477,8 +477,8 @@ JUDGE_EXAMPLES = [
 
 def _checklist(tmp_path: Path, kind: str, judge_fn: Any, **kwargs: Any) -> Any:
     from pytest_reliable import JudgeTask
-    from pytest_reliable._plugin_markers import perturbation_exists
-    from pytest_reliable.markerspec import parse_checklist
+    from pytest_reliable.contract.markers import parse_checklist
+    from pytest_reliable.plugin.markers import perturbation_exists
 
     spec = parse_checklist(kind, (), kwargs, space_exists=lambda s: False,
                            perturbation_exists=perturbation_exists)
@@ -559,8 +559,8 @@ def test_circular_counts_an_instance_only_if_right_under_every_shift(tmp_path: P
 
 
 def test_circular_usage_errors(tmp_path: Path) -> None:
-    from pytest_reliable.circular import CircularUsageError
-    from pytest_reliable.markerspec import MarkerArgumentError, parse_reliable
+    from pytest_reliable.contract.markers import MarkerArgumentError, parse_reliable
+    from pytest_reliable.evaluate.circular import CircularUsageError
 
     with pytest.raises(MarkerArgumentError, match="needs circular=True"):
         parse_reliable({"min_circular": 0.5}, space_exists=lambda s: True)
@@ -575,7 +575,7 @@ def test_circular_usage_errors(tmp_path: Path) -> None:
 
 def test_the_plan_counts_the_circular_shifts(tmp_path: Path) -> None:
     from pytest_reliable import MultipleChoice
-    from pytest_reliable.plan_report import plan_reliable
+    from pytest_reliable.run.sizing import plan_reliable
 
     s = session(tmp_path, no_cache=True)
     try:
@@ -595,8 +595,8 @@ PAIRS = [
 
 def _pair_checklist(tmp_path: Path, kind: str, judge_fn: Any, **kwargs: Any) -> Any:
     from pytest_reliable import JudgeTask
-    from pytest_reliable._plugin_markers import perturbation_exists
-    from pytest_reliable.markerspec import parse_checklist
+    from pytest_reliable.contract.markers import parse_checklist
+    from pytest_reliable.plugin.markers import perturbation_exists
 
     spec = parse_checklist(kind, (), kwargs, space_exists=lambda s: False,
                            perturbation_exists=perturbation_exists)

@@ -1,5 +1,5 @@
-"""The judge's reply grammar (`pytest_reliable.judge_votes`): the verdict the prompt asked for,
-read with negation, never guessed from a keyword or a stray number."""
+"""The judge's reply grammar (`pytest_reliable.tasks.judge_votes`): the verdict the prompt asked
+for, read with negation, never guessed from a keyword or a stray number."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_reliable import Judge, JudgeTask, text_model
-from pytest_reliable.judge_votes import read_choice, read_one_to_five, read_pass_fail
+from pytest_reliable.tasks.judge_votes import read_choice, read_one_to_five, read_pass_fail
 
 PASS, FAIL = 1.0, 0.0
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reliable.cache import ResponseCache
+from pytest_reliable.calls.cache import ResponseCache
+from pytest_reliable.calls.requests import number_samples
+from pytest_reliable.calls.runner import Runner
 from pytest_reliable.models.base import SamplingParams
 from pytest_reliable.models.local import LOCAL_MODEL_NAME, LocalModelServer, find_gguf
-from pytest_reliable.runner import Runner, number_samples
 
 pytestmark = [
     pytest.mark.e2e,

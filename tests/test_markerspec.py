@@ -8,8 +8,8 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import pytest
 
-from pytest_reliable import vocabulary
-from pytest_reliable.markerspec import (
+from pytest_reliable.contract import vocabulary
+from pytest_reliable.contract.markers import (
     CHECKLIST_ARGUMENTS,
     CHECKLIST_DEFAULTS,
     CHECKLIST_THRESHOLDS,

@@ -14,9 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_reliable.report.entries import PYTEST_OUTCOMES, VERDICTS
 from pytest_reliable.report.history import kept_in_dir, kept_in_texts, render_history, runs_of
-from pytest_reliable.report.load import MAX_NESTING
 from pytest_reliable.report.merge import (
     ExpectedTestsError,
     ShardMismatch,
@@ -28,6 +26,8 @@ from pytest_reliable.report.merge import (
     merge_reports,
     read_expected_tests,
 )
+from pytest_reliable.schema.entries import PYTEST_OUTCOMES, VERDICTS
+from pytest_reliable.schema.load import MAX_NESTING
 from pytest_reliable.store.reports import keep_in_dir, kept_report
 
 OUTCOME_OF = {"passed": "passed", "failed": "failed", "error": "failed"}

@@ -319,7 +319,7 @@ def chat_completion(content: str | None, prompt: int, completion: int, cached: i
 def test_a_callable_may_return_the_openai_shape_with_its_usage(
     returned: Any, text: str, prompt: int | None, completion: int | None, cached: int | None,
 ) -> None:
-    from pytest_reliable.pricing import Price, call_cost
+    from pytest_reliable.calls.pricing import Price, call_cost
 
     response = call(text_model(lambda p: returned))
     assert (response.text, response.prompt_tokens, response.completion_tokens) == (

@@ -1,4 +1,4 @@
-"""The ``--reliable-n auto`` policy (`pytest_reliable.nstar.run_auto`) with a simulated model.
+"""The ``--reliable-n auto`` policy (`pytest_reliable.evaluate.nstar.run_auto`) with a simulated model.
 
 The model's per-resampling scores are a fixed seeded stream (plan order: resampling r always
 scores the same), so a pilot, its extension and a later full run must agree cell for cell.
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from pytest_reliable import stats
-from pytest_reliable.evaluation import ScoreMatrix, append_resamplings
-from pytest_reliable.nstar import run_auto
-from pytest_reliable.nstar_store import NStarEntry, NStarKey, NStarStore
+from pytest_reliable.evaluate.evaluation import ScoreMatrix, append_resamplings
+from pytest_reliable.evaluate.nstar import run_auto
+from pytest_reliable.store.nstar import NStarEntry, NStarKey, NStarStore
 
 N_INSTANCES = 4
 STREAM = 0.7 + 0.05 * np.random.default_rng(5).standard_normal(5000)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reliable.nstar_store import NStarEntry, NStarKey, NStarStore, NStarStoreWarning
+from pytest_reliable.store.nstar import NStarEntry, NStarKey, NStarStore, NStarStoreWarning
 
 KEY = NStarKey("t.py::test_a", "s" * 64, "d" * 64, "local:x", "ilr", 0.01, 0.1, 0, 100)
 ENTRY = NStarEntry(n_star=12, reliable=True, achievable_eps=0.004, n_star_paper=9)

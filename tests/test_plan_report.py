@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from pytest_reliable import plan_report, stats
-from pytest_reliable.plan_report import Design, RangeLayout, Resolution, TestPlan, resolve
+from pytest_reliable import stats
+from pytest_reliable.run import sizing as plan_report
+from pytest_reliable.run.sizing import Design, RangeLayout, Resolution, TestPlan, resolve
 from pytest_reliable.stats import power, wilson_interval
 
 
@@ -92,7 +93,7 @@ def test_max_std_figure_keeps_its_80_percent_through_the_gates_bound() -> None:
     """ilr: a model whose resamplings differ by chance alone, at the quoted std, passes
     max_std on evidence at least 80% of the time through the gate's cell bound, at an
     intra-instance correlation the plan does not simulate."""
-    from pytest_reliable.summary import std_bound
+    from pytest_reliable.verdict.summary import std_bound
 
     limit, n_inst, n = 0.05, 30, 10
     r = resolve("max_std", limit, Design(instances=n_inst, resamplings=n))
@@ -146,10 +147,10 @@ def test_a_plan_survives_the_trip_through_plain_data() -> None:
 def test_plan_uses_a_stored_n_star(tmp_path) -> None:
     # Under --reliable-n auto a stored n* sizes the plan (it used to index the entry as a dict).
     from pytest_reliable import Dataset, MultipleChoice, text_model
-    from pytest_reliable.markerspec import ReliableSpec
-    from pytest_reliable.nstar_store import NStarEntry, NStarKey, NStarStore
-    from pytest_reliable.session import ReliableSession, Settings
+    from pytest_reliable.contract.markers import ReliableSpec
+    from pytest_reliable.run.session import ReliableSession, Settings
     from pytest_reliable.space import Space
+    from pytest_reliable.store.nstar import NStarEntry, NStarKey, NStarStore
 
     space = Space.from_mapping("wrappers", {"wrapper": ["({})", "[{}]"]})
     session = ReliableSession(Settings(rootdir=tmp_path, no_cache=True, n="auto"),
@@ -208,7 +209,7 @@ def _real_gate_rate(layout: RangeLayout, design: Design, name: str, limit: float
     """The share of simulated gates whose ``name`` goes the policy's way, decided by the gate
     itself (`stats.paired_group_effects` and `gate`'s evidence), one gate at a time."""
     from pytest_reliable import stats
-    from pytest_reliable.gate import (
+    from pytest_reliable.verdict.gate import (
         decide_thresholds,
         group_evidence,
         median_evidence,
@@ -389,7 +390,7 @@ def _space() -> object:
 
 
 def test_the_plan_suggests_the_smallest_n_at_which_every_threshold_can_go_its_way() -> None:
-    from pytest_reliable.markerspec import ReliableSpec
+    from pytest_reliable.contract.markers import ReliableSpec
 
     space = _space()
     spec = ReliableSpec(space=space, n=2, min_worst=0.25, decide="fail-on-evidence")
@@ -404,7 +405,7 @@ def test_the_plan_suggests_the_smallest_n_at_which_every_threshold_can_go_its_wa
 
 
 def test_the_plan_says_when_no_n_can_and_how_many_instances_would() -> None:
-    from pytest_reliable.markerspec import ReliableSpec
+    from pytest_reliable.contract.markers import ReliableSpec
 
     space = _space()
     spec = ReliableSpec(space=space, n=10, k=3, min_pass_at_k=0.99)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_reliable.models.base import ModelResponse
-from pytest_reliable.pricing import (
+from pytest_reliable.calls.budget import Budget
+from pytest_reliable.calls.pricing import (
     FREE,
     MAX_PRICE,
     Price,
@@ -25,7 +25,7 @@ from pytest_reliable.pricing import (
     model_names,
     unpriced,
 )
-from pytest_reliable.runner import Budget
+from pytest_reliable.models.base import ModelResponse
 
 
 def table(tmp_path: Path, text: str) -> PriceTable:
@@ -190,8 +190,8 @@ def test_a_judges_calls_are_in_the_tests_spend(tmp_path: Path) -> None:
     import json
 
     from pytest_reliable import Dataset, Generation, Judge, text_model
-    from pytest_reliable.markerspec import ChecklistSpec, ReliableSpec
-    from pytest_reliable.session import ReliableSession, Settings
+    from pytest_reliable.contract.markers import ChecklistSpec, ReliableSpec
+    from pytest_reliable.run.session import ReliableSession, Settings
 
     pricing = tmp_path / "prices.yaml"
     pricing.write_text(json.dumps({"models": {"cand": {"input": 0, "output": 0},

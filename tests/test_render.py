@@ -6,9 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_reliable import strategies
-from pytest_reliable.render import render
+from pytest_reliable.plan.render import render
 from pytest_reliable.space import Space, Variant
-from pytest_reliable.tasks import Classification, Generation, MultipleChoice
+from pytest_reliable.tasks.builtin import Classification, Generation, MultipleChoice
 
 MC = MultipleChoice()
 EXAMPLE = {"question": "What is 2 + 2?", "choices": ["3", "4", "5"], "answer": 1}

@@ -158,7 +158,7 @@ def test_json_safe_turns_numpy_values_into_json_without_importing_numpy(tmp_path
     """The writers recognise numpy by duck typing (``tolist``), so report/ never imports numpy;
     what a run hands them (numpy scalars and arrays, tuples, NaN) is written as plain JSON."""
     np = pytest.importorskip("numpy")
-    from pytest_reliable.report.entries import json_safe
+    from pytest_reliable.schema.entries import json_safe
 
     value = {"mean": np.float64(0.5), "n": np.int64(3), "ok": np.bool_(True),
              "nan": np.float32("nan"), "curve": np.array([0.25, np.inf]),

@@ -1,4 +1,4 @@
-"""Run strategies (`pytest_reliable.run_strategies`) as the session chooses and runs them."""
+"""Run strategies (`pytest_reliable.evaluate.schedules`) as the session chooses and runs them."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 
 from pytest_reliable import Dataset, MultipleChoice, text_model
-from pytest_reliable.evaluation import Evaluator
-from pytest_reliable.markerspec import ReliableSpec
-from pytest_reliable.nstar_store import NStarEntry
-from pytest_reliable.run_strategies import (
+from pytest_reliable.contract.markers import ReliableSpec
+from pytest_reliable.evaluate.evaluation import Evaluator
+from pytest_reliable.evaluate.schedules import (
     AutoN,
     FirstRound,
     FixedN,
@@ -21,8 +20,9 @@ from pytest_reliable.run_strategies import (
     RunStrategy,
     StopEarly,
 )
-from pytest_reliable.session import ReliableSession, ReliableTest, Settings
+from pytest_reliable.run.session import ReliableSession, ReliableTest, Settings
 from pytest_reliable.space import Space
+from pytest_reliable.store.nstar import NStarEntry
 from pytest_reliable.testing import ScriptedServer
 
 SPACE = Space.from_mapping("wrappers", {"wrapper": ["({})", "{}.", "[{}]"]})

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reliable.cache import ResponseCache
+from pytest_reliable.calls.budget import Budget
+from pytest_reliable.calls.cache import ResponseCache
+from pytest_reliable.calls.requests import ProgressEvent, Request, number_samples
+from pytest_reliable.calls.runner import Runner
 from pytest_reliable.models.base import ModelSetupError, SamplingParams
 from pytest_reliable.models.openai_compat import OpenAICompatibleModel
-from pytest_reliable.runner import Budget, ProgressEvent, Request, Runner, number_samples
 from pytest_reliable.testing import Fault, ScriptedServer, scripted_model
 
 P0 = SamplingParams(temperature=0.0, max_tokens=8)
@@ -275,10 +277,11 @@ def test_api_key_in_no_cache_file_log_or_error(
 CHILD = textwrap.dedent(
     """
     import sys
-    from pytest_reliable.cache import ResponseCache
+    from pytest_reliable.calls.cache import ResponseCache
     from pytest_reliable.models.base import SamplingParams
     from pytest_reliable.models.openai_compat import OpenAICompatibleModel
-    from pytest_reliable.runner import Runner, number_samples
+    from pytest_reliable.calls.runner import Runner
+    from pytest_reliable.calls.requests import number_samples
     base_url, path = sys.argv[1], sys.argv[2]
     model = OpenAICompatibleModel("m", base_url, api_key="k")
     reqs = number_samples([([{"role": "user", "content": f"q {i}"}], SamplingParams())
@@ -384,7 +387,8 @@ HUNG_CHILD = textwrap.dedent(
     import time
     from pytest_reliable.models.base import SamplingParams
     from pytest_reliable.models.callables import text_model
-    from pytest_reliable.runner import Runner, number_samples
+    from pytest_reliable.calls.runner import Runner
+    from pytest_reliable.calls.requests import number_samples
     model = text_model(lambda p: time.sleep(10**6), id="hung")
     reqs = number_samples([([{"role": "user", "content": "q"}], SamplingParams())], "t::hung")
     [result] = Runner(model, None, timeout=0.5, max_retries=0).run(reqs)
@@ -405,7 +409,7 @@ def test_a_hung_call_does_not_keep_the_process_alive(tmp_path: Path) -> None:
 
 # -- paid answers survive a failing store -------------------------------------------------------
 def test_answers_survive_a_failing_store_and_the_failure_is_warned_once(tmp_path: Path) -> None:
-    from pytest_reliable.cache import StoreWarning
+    from pytest_reliable.calls.cache import StoreWarning
 
     path = tmp_path / "c.sqlite"
     cache = ResponseCache.open(path)
@@ -444,7 +448,7 @@ def test_lone_surrogate_answer_is_stored_and_replayed(tmp_path: Path) -> None:
 
 # -- one budget for the whole run ---------------------------------------------------------------
 def test_a_shared_ledger_limits_every_runner_of_the_run(tmp_path: Path) -> None:
-    from pytest_reliable.cache import BudgetLedger
+    from pytest_reliable.calls.cache import BudgetLedger
 
     path = tmp_path / "budget.sqlite"
     with scripted_model() as model:
@@ -491,8 +495,8 @@ def test_url_credentials_and_query_secrets_are_redacted() -> None:
 
 # -- the run's event loop -----------------------------------------------------------------------
 def test_calls_run_on_one_loop_or_on_the_given_one() -> None:
+    from pytest_reliable.calls.loop import call_loop, use_loop
     from pytest_reliable.models.callables import text_model
-    from pytest_reliable.runner import call_loop, use_loop
 
     loops: list[asyncio.AbstractEventLoop] = []
 
@@ -518,7 +522,7 @@ def test_calls_run_on_one_loop_or_on_the_given_one() -> None:
 def test_the_runs_end_stops_its_loop_with_abandoned_calls_and_closes_the_models() -> None:
     import threading
 
-    from pytest_reliable.runner import call_loop, stop_call_loop
+    from pytest_reliable.calls.loop import call_loop, stop_call_loop
 
     stubborn_started = threading.Event()
 
@@ -584,7 +588,7 @@ def test_prompt_tokens_evaluated_estimate_the_shared_prefix() -> None:
 def test_each_call_sends_the_seed_of_its_cache_key_on_every_attempt() -> None:
     """The seed is a function of the cache key alone: other calls, their order, a retry or a
     fresh runner do not change it, and it is not part of the key."""
-    from pytest_reliable.cache import cache_key
+    from pytest_reliable.calls.cache import cache_key
     from pytest_reliable.models.base import seed_from_key
 
     sent: list[tuple[str, int]] = []

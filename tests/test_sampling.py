@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from pytest_reliable.data import Dataset
 from pytest_reliable.errors import ReliableConfigError
-from pytest_reliable.sampling import derive_seed, make_plan, n_listed_units, restrict_order
+from pytest_reliable.plan.data import Dataset
+from pytest_reliable.plan.sampling import derive_seed, make_plan, n_listed_units, restrict_order
 from pytest_reliable.space import Space, iter_variants
 
 ALPHA = 0.001
@@ -203,8 +203,8 @@ def test_ilr_is_uniform_over_valid_formats_when_rules_remove_some() -> None:
 
 
 def test_plan_sized_by_the_task_covers_many_labels() -> None:
-    from pytest_reliable.render import render
-    from pytest_reliable.tasks import Classification
+    from pytest_reliable.plan.render import render
+    from pytest_reliable.tasks.builtin import Classification
 
     labels = [f"class{k}" for k in range(6)]
     task = Classification(labels=labels)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reliable import settings
-from pytest_reliable._plugin_options import OPTIONS, RENAMED
-from pytest_reliable.settings import Settings
+from pytest_reliable.contract import settings
+from pytest_reliable.contract.settings import Settings
+from pytest_reliable.plugin.options import OPTIONS, RENAMED
 
 # Options that fill more (or other) than the field of their own name.
 COMBINED = {"budget": {"budget_calls", "budget_tokens", "budget_usd"}, "lock": {"lock_mode"},
@@ -27,7 +27,8 @@ def test_every_option_has_its_field() -> None:
 def test_defaults_agree_with_their_owners() -> None:
     # settings.py repeats them as literals: gate.py and nstar.py import numpy, settings.py loads
     # with the plugin on every pytest run.
-    from pytest_reliable import gate, nstar
+    from pytest_reliable.evaluate import nstar
+    from pytest_reliable.verdict import gate
 
     assert settings.DEFAULT_POLICY == gate.DEFAULT_POLICY
     assert settings.DEFAULT_N_METHOD == nstar.DEFAULT_METHOD
@@ -47,7 +48,7 @@ def test_settings_are_frozen_and_fill_in_their_rootdir_defaults(tmp_path: Path) 
 
 
 def test_the_options_land_in_typed_fields(pytester: pytest.Pytester) -> None:
-    from pytest_reliable._plugin_state import state_of
+    from pytest_reliable.plugin.state import state_of
 
     config = pytester.parseconfigure(
         "--reliable-report=out/r.json", "--reliable-html=page.html", "--reliable-lock-update",

@@ -290,7 +290,8 @@ def test_core_modules_import_without_pytest() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; import pytest_reliable.space, pytest_reliable.sampling, "
-            "pytest_reliable.render, pytest_reliable.tasks, pytest_reliable.data, "
-            "pytest_reliable.errors; assert 'pytest' not in sys.modules, 'pytest imported'")
+    code = ("import sys; import pytest_reliable.space, pytest_reliable.plan.sampling, "
+            "pytest_reliable.plan.render, pytest_reliable.tasks.builtin, "
+            "pytest_reliable.plan.data, pytest_reliable.errors; "
+            "assert 'pytest' not in sys.modules, 'pytest imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,11 +1,11 @@
-"""The early-stopping rule (`pytest_reliable.stopping`) on simulated score matrices."""
+"""The early-stopping rule (`pytest_reliable.evaluate.stopping`) on simulated score matrices."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pytest_reliable.stopping import check, settled
+from pytest_reliable.evaluate.stopping import check, settled
 
 
 @pytest.mark.parametrize("decide", ["pass-on-evidence", "fail-on-evidence", "estimate"])

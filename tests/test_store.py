@@ -21,10 +21,11 @@ from typing import Any
 
 import pytest
 
+from pytest_reliable.calls.requests import ProgressEvent, Request
+from pytest_reliable.calls.runner import Runner
 from pytest_reliable.models.base import ModelResponse, SamplingParams
-from pytest_reliable.nstar_store import NStarEntry, NStarKey
-from pytest_reliable.runner import ProgressEvent, Request, Runner
 from pytest_reliable.store import Claim, LocalStore, Store, StoreUsageError, StoreWarning
+from pytest_reliable.store.nstar import NStarEntry, NStarKey
 from pytest_reliable.testing.postgres import PASSWORD, TemporaryPostgres
 
 KEY = NStarKey("t.py::test_a", "s" * 64, "d" * 64, "local:x", "ilr", 0.01, 0.1, 0, 100)
@@ -85,7 +86,7 @@ def answer(text: str, **more: Any) -> ModelResponse:
     return ModelResponse(text, **more)
 
 
-# -- answers ----------------------------------------------------------------------------------------
+# -- answers ---------------------------------------------------------------------------------------
 def test_an_answer_comes_back_exactly_as_it_went_in(backend: Backend) -> None:
     stored = answer(ODD, logprobs=[{"token": "A", "logprob": -0.1}], prompt_tokens=3,
                     completion_tokens=1, latency_s=0.25, extra={"x": [1, "\u00e9"]})
@@ -184,7 +185,7 @@ def test_answers_still_unwritten_get_last_tries_at_close(backend: Backend) -> No
     assert backend.open().get("k") == answer("paid")
 
 
-# -- the budget ledger ------------------------------------------------------------------------------
+# -- the budget ledger -----------------------------------------------------------------------------
 RESERVER = textwrap.dedent("""
     import sys
     from pathlib import Path
@@ -215,7 +216,7 @@ def test_one_budget_per_run_id_whatever_the_number_of_processes(backend: Backend
     assert not store.ledger("run-2").reserve(None, 50)  # the token limit is shared too
 
 
-# -- n* entries -------------------------------------------------------------------------------------
+# -- n* entries ------------------------------------------------------------------------------------
 def test_nstar_entries_round_trip_per_key(backend: Backend) -> None:
     store = backend.open()
     assert store.nstar.get(KEY) is None
@@ -248,7 +249,7 @@ def test_a_pilot_runs_once_while_another_holder_waits(backend: Backend) -> None:
     assert time.monotonic() - began > 0.2
 
 
-# -- claims -----------------------------------------------------------------------------------------
+# -- claims ----------------------------------------------------------------------------------------
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
@@ -302,7 +303,7 @@ def test_a_claim_gives_the_answer_stored_meanwhile(backend: Backend) -> None:
     assert second.claim("key").answer == answer("paid once")  # and nothing stays held
 
 
-# -- schema -----------------------------------------------------------------------------------------
+# -- schema ----------------------------------------------------------------------------------------
 def test_a_store_written_by_a_newer_plugin_is_refused(backend: Backend) -> None:
     backend.open().close()
     if backend.kind == "sqlite":
@@ -498,7 +499,7 @@ def test_answers_put_together_share_one_commit(backend: Backend) -> None:
     assert store.commits < 200
 
 
-# -- paid for once: the claim protocol's races ------------------------------------------------------
+# -- paid for once: the claim protocol's races -----------------------------------------------------
 def test_a_claim_is_held_until_its_answer_is_written(backend: Backend) -> None:
     """The holder's database refused its answer (kept in memory): letting go of the claim then
     would make the next claimer find nothing and pay again. The claim goes once it is written."""
@@ -775,7 +776,7 @@ def test_a_long_wait_says_what_it_waits_for_and_who_holds_it(
     assert "--reliable-wait-timeout 2 s" in said[0]
 
 
-# -- start-up: the schema the store writes, checked -------------------------------------------------
+# -- start-up: the schema the store writes, checked ------------------------------------------------
 def test_a_table_of_the_same_name_that_is_not_the_stores_stops_the_run(
     postgres_server: TemporaryPostgres, postgres_url: str
 ) -> None:
@@ -842,7 +843,7 @@ def test_a_local_cache_whose_responses_table_is_not_ours_is_refused(tmp_path: Pa
             check_cache_path(path, mode)
 
 
-# -- clocks: a host whose clock is wrong changes nothing --------------------------------------------
+# -- clocks: a host whose clock is wrong changes nothing -------------------------------------------
 def test_a_worker_whose_clock_is_ahead_keeps_the_runs_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

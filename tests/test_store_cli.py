@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reliable.__main__ import main
+from pytest_reliable.cli.main import main
 from pytest_reliable.models.base import ModelResponse
 from pytest_reliable.store import LocalStore
 from pytest_reliable.testing.postgres import PASSWORD, TemporaryPostgres, free_port
@@ -126,7 +126,7 @@ def test_a_store_that_cannot_serve_exits_2_naming_host_and_fix(
 def test_without_the_postgres_extra_the_fix_is_named(tmp_path: Path) -> None:
     good = make_cache(tmp_path / "good.sqlite", {"k": "x"})
     hide = ("import sys; sys.modules['psycopg'] = None; sys.modules['psycopg_pool'] = None; "
-            "from pytest_reliable.__main__ import main; sys.exit(main(sys.argv[1:]))")
+            "from pytest_reliable.cli.main import main; sys.exit(main(sys.argv[1:]))")
     done = subprocess.run([sys.executable, "-c", hide, "cache", "import", str(good), "--store",
                            "postgresql://u:pw-secret@127.0.0.1:1/db"], capture_output=True,
                           text=True, timeout=60, check=False)
@@ -175,8 +175,8 @@ def test_rows_that_are_not_answers_are_left_out_and_counted(
 RSS_PROBE = """
 import sys
 from pathlib import Path
-from pytest_reliable.__main__ import main
-from pytest_reliable.store.cli import run_cache  # imported before the baseline
+from pytest_reliable.cli.main import main
+from pytest_reliable.cli.cache import run_cache  # imported before the baseline
 
 def peak_kb():  # VmHWM: this process's peak resident memory (ru_maxrss counts the parent's too)
     status = Path("/proc/self/status").read_text()

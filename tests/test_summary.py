@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from pytest_reliable.evaluation import CellResult
-from pytest_reliable.summary import ScoreRangeError, check_scores, summarize
-from pytest_reliable.tasks import MultipleChoice
+from pytest_reliable.evaluate.evaluation import CellResult
+from pytest_reliable.tasks.builtin import MultipleChoice
+from pytest_reliable.verdict.summary import ScoreRangeError, check_scores, summarize
 from tests.test_gate import simulated
 
 GOLD_FIRST = [{"question": f"q{i}", "choices": ["a", "b", "c", "d"], "answer": 0}
@@ -100,8 +100,8 @@ def test_a_value_that_is_always_wrong_reports_0_and_fails_min_worst() -> None:
     # Issue 19 / issue 20 item 22: ilr, N=100, n=3, every answer under enumerator=number wrong.
     # The estimator compared cells with their instance's mean including themselves: it reported
     # 0.12 for the value, with a lower bound (0.08) that passed min_worst=0.01.
-    from pytest_reliable.gate import reliable_thresholds
-    from pytest_reliable.markerspec import ReliableSpec
+    from pytest_reliable.contract.markers import ReliableSpec
+    from pytest_reliable.verdict.gate import reliable_thresholds
 
     data = [{"question": f"q{i}", "choices": ["a", "b", "c", "d"], "answer": i % 4}
             for i in range(100)]
@@ -141,8 +141,8 @@ def test_fixed_mode_with_few_resamplings_has_no_evidence_about_unseen_values() -
     # over the other dimensions' values, of which one draw was seen). A perfect model must not
     # pass min_worst (or max_spread) on evidence it never gathered (issue 19 item 7: without
     # this, the bad value unseen, fixed N=100 n=2 passed min_worst at the limit half the time).
-    from pytest_reliable.gate import reliable_thresholds
-    from pytest_reliable.markerspec import ReliableSpec
+    from pytest_reliable.contract.markers import ReliableSpec
+    from pytest_reliable.verdict.gate import reliable_thresholds
 
     data = [{"question": f"q{i}", "choices": ["a", "b", "c", "d"], "answer": i % 4}
             for i in range(100)]
@@ -168,9 +168,9 @@ def test_fixed_mode_values_have_no_evidence_when_a_value_they_average_over_was_d
     # scores: a perfect model does not pass min_worst over the enumerator on evidence (issue 19:
     # a run that never drew a bad instruction passed min_median at its limit 20% of the time,
     # fixed N=1000, n=5). With every variant drawn (n=6) it does.
-    from pytest_reliable.gate import reliable_thresholds
-    from pytest_reliable.markerspec import ReliableSpec
+    from pytest_reliable.contract.markers import ReliableSpec
     from pytest_reliable.space import Space
+    from pytest_reliable.verdict.gate import reliable_thresholds
 
     space = Space.from_mapping("small", {"instruction": ["Answer.", "Choose.", "Pick."],
                                          "enumerator": ["upper", "number"]})
@@ -193,7 +193,7 @@ def test_fixed_mode_values_have_no_evidence_when_a_value_they_average_over_was_d
 
 
 def test_the_failure_message_says_which_groups_could_be_the_worst() -> None:
-    from pytest_reliable.results import _worst_set
+    from pytest_reliable.verdict.results import _worst_set
 
     assert _worst_set("enumerator=number", ["enumerator=number"], 0.95) == (
         "at 95% no other group could be the worst: enumerator=number is")

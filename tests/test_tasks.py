@@ -10,11 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_reliable import strategies
-from pytest_reliable.data import Dataset
 from pytest_reliable.errors import DatasetError
-from pytest_reliable.render import Prompt, render
+from pytest_reliable.plan.data import Dataset
+from pytest_reliable.plan.render import Prompt, render
 from pytest_reliable.space import Space, Variant
-from pytest_reliable.tasks import Classification, Generation, MultipleChoice, extract_choice
+from pytest_reliable.tasks.builtin import Classification, Generation, MultipleChoice
+from pytest_reliable.tasks.extraction import extract_choice
 
 MC = MultipleChoice()
 EX = {"question": "Which bird is fastest?", "choices": ["sparrow", "falcon", "pigeon", "owl"],

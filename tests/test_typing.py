@@ -17,14 +17,14 @@ import pytest
 
 import pytest_reliable
 from pytest_reliable import Classification, Dataset, MultipleChoice, Task, text_model
-from pytest_reliable.markerspec import ChecklistSpec, ReliableSpec
-from pytest_reliable.report.entries import (
+from pytest_reliable.contract.markers import ChecklistSpec, ReliableSpec
+from pytest_reliable.run.session import ReliableSession, Settings
+from pytest_reliable.schema.entries import (
     CallsEntry,
     ChecklistEntry,
     ReliableEntry,
     SummaryFields,
 )
-from pytest_reliable.session import ReliableSession, Settings
 from pytest_reliable.space import Space
 
 ROOT = Path(pytest_reliable.__file__).resolve().parent.parent
@@ -64,7 +64,7 @@ from pytest_reliable import (
     ChecklistReport, Classification, Dataset, Grade, MultipleChoice, ReliableFixture,
     ReliableReport,
 )
-from pytest_reliable.data import Dataset as _Dataset
+from pytest_reliable.plan.data import Dataset as _Dataset
 
 
 class Exact:

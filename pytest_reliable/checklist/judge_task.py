@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from pytest_reliable.errors import DatasetError
-from pytest_reliable.judge import SCALES, Judge, JudgedItem, JudgeUsageError
-from pytest_reliable.tasks import Grade
+from pytest_reliable.plan.task import Grade
+from pytest_reliable.tasks.judge import SCALES, Judge, JudgedItem, JudgeUsageError
 
 RUBRIC_FRAMINGS = (
     "{rubric}",

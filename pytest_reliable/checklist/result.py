@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_reliable.gate import ThresholdCheck
+from pytest_reliable.verdict.gate import ThresholdCheck
 
 Example = dict[str, Any]
 PerturbFn = Callable[[Example, np.random.Generator], list[Example]]

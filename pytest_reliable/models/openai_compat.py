@@ -200,7 +200,7 @@ class OpenAICompatibleModel:
             )
         return ModelCallError(self.unavailable, retryable=False)
 
-    # -- the batch API (SPEC section 13; `pytest_reliable.batch` drives it) ----------------------
+    # -- the batch API (SPEC section 13; `pytest_reliable.calls.batch` drives it) ------------------
     def batch_line(self, custom_id: str, messages: list[Message],
                    params: SamplingParams) -> dict[str, Any]:
         """One request of a batch input file: the body `acomplete` would send."""

@@ -1,22 +1,20 @@
-"""The viewers of a run's JSON entries (`report.entries`): terminal, JSON, JUnit, Markdown, HTML.
+"""The viewers of a run's JSON entries (`pytest_reliable.schema`): terminal, JSON, JUnit,
+Markdown, HTML; and the reports combined after a run (`merge`, `history`).
 
-A pure viewer: every number shown is a field of an entry (built by `pytest_reliable.results`);
-nothing here computes a statistic or imports numpy, so a saved report renders anywhere.
+A pure viewer: every number shown is a field of an entry (built by
+`pytest_reliable.verdict.results`); nothing here computes a statistic or imports numpy, so a
+saved report renders anywhere.
 """
 
-from pytest_reliable.report.json_report import SCHEMA_VERSION, build_report, write_report
+from pytest_reliable.report.json_report import build_report, write_report
 from pytest_reliable.report.junit import junit_properties
-from pytest_reliable.report.load import ReportFileError, load_report
 from pytest_reliable.report.markdown import append_github_step_summary, markdown_summary
 from pytest_reliable.report.terminal import progress_line, summary_table
 
 __all__ = [
-    "SCHEMA_VERSION",
-    "ReportFileError",
     "append_github_step_summary",
     "build_report",
     "junit_properties",
-    "load_report",
     "markdown_summary",
     "progress_line",
     "summary_table",

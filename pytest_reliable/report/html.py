@@ -33,7 +33,6 @@ from pytest_reliable.report.charts import (
     line_chart,
     tick_label,
 )
-from pytest_reliable.report.entries import json_safe
 from pytest_reliable.report.format import (
     OUTCOME_NOTES,
     RATE_NAMES,
@@ -44,6 +43,7 @@ from pytest_reliable.report.format import (
     small_pilot_note,
     spend_note,
 )
+from pytest_reliable.schema.entries import json_safe
 
 NOT_REPORTED = '<span class="na">not reported</span>'
 LONG_TEXT_CHARS = 4000

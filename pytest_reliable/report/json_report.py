@@ -10,12 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_reliable import __version__
 from pytest_reliable.files import write_atomic
-from pytest_reliable.report.entries import json_safe
+from pytest_reliable.schema.entries import SCHEMA_VERSION, json_safe
 
 if TYPE_CHECKING:
-    from pytest_reliable.report.entries import Entry
-
-SCHEMA_VERSION = 1
+    from pytest_reliable.schema.entries import Entry
 
 
 def build_report(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_reliable.report.format import get
 
 if TYPE_CHECKING:
-    from pytest_reliable.report.entries import Entry
+    from pytest_reliable.schema.entries import Entry
 
 
 def _value(value: Any) -> str:

@@ -12,7 +12,6 @@ from pytest_reliable.report.format import (
     Column,
     blocks_release,
     checklist_row,
-    cut_message,
     header,
     reliable_columns,
     reliable_notes,
@@ -20,6 +19,7 @@ from pytest_reliable.report.format import (
     short_nodeids,
     spend_note,
 )
+from pytest_reliable.schema.text import cut_message
 
 
 def _escape(cell: str) -> str:

@@ -63,7 +63,9 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from pytest_reliable.report.entries import (
+from pytest_reliable.report.format import NOT_BLOCKING, blocks_release
+from pytest_reliable.report.json_report import build_report, model_of, models_of, total_cost
+from pytest_reliable.schema.entries import (
     KINDS,
     PYTEST_OUTCOMES,
     VERDICTS,
@@ -72,9 +74,7 @@ from pytest_reliable.report.entries import (
     ReportDocument,
     independent_of_run_order,
 )
-from pytest_reliable.report.format import NOT_BLOCKING, blocks_release
-from pytest_reliable.report.json_report import build_report, model_of, models_of, total_cost
-from pytest_reliable.report.load import ReportFileError, load_report, parse_report
+from pytest_reliable.schema.load import ReportFileError, load_report, parse_report
 
 MATCHED_FIELDS = {
     "schema_version": "run every shard with the same pytest-reliable version",

@@ -10,7 +10,6 @@ from pytest_reliable.report.format import (
     CHECKLIST_COLUMNS,
     NARROW,
     Column,
-    cut_text,
     fit_names,
     header,
     middle_truncate,
@@ -22,9 +21,10 @@ from pytest_reliable.report.format import (
     stopped_before_report,
     verdict_text,
 )
+from pytest_reliable.schema.text import cut_text
 
 if TYPE_CHECKING:
-    from pytest_reliable.report.entries import Entry
+    from pytest_reliable.schema.entries import Entry
 
 GAP = "  "
 MIN_NAME_WIDTH = 16

@@ -1,9 +1,9 @@
 """Power before any call: the true value at which a threshold goes the way its policy promises with
 80% probability, for a design of N instances x n resamplings (``--reliable-plan``).
 
-`pytest_reliable.plan_report` plans the calls and writes the text; the numbers are here, beside
+`pytest_reliable.run.sizing` plans the calls and writes the text; the numbers are here, beside
 the bounds they anticipate, so a change to a gate's bound and to its sizing is one change in one
-package. The method, in brief (`plan_report` prints it with every plan):
+package. The method, in brief (`run.sizing` prints it with every plan):
 
 - Means (``min_score``, ``min_win_rate``): by simulation through the gate's own bound
   (`mean_values_simulated`: Gaffke's bound on the per-instance means, Clopper-Pearson when they
@@ -50,11 +50,11 @@ import numpy.typing as npt
 from scipy import special as _special
 from scipy import stats as _sps
 
+from pytest_reliable.contract.vocabulary import DEFAULT_POLICY
 from pytest_reliable.stats import groups as g
 from pytest_reliable.stats._validation import FloatArray
 from pytest_reliable.stats.groups import Tally
 from pytest_reliable.stats.proportions import wilson_interval
-from pytest_reliable.vocabulary import DEFAULT_POLICY
 
 POWER = 0.8
 """The probability the resolvable values are quoted at."""

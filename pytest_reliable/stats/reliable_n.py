@@ -1,5 +1,10 @@
 """ReliableEval's n*: the fewest resamplings whose moments are within eps of the whole
-vector's (SPEC sections 6 and 7). Not `pytest_reliable.nstar`, which runs it for a test."""
+vector's (SPEC sections 6 and 7). Not `pytest_reliable.evaluate.nstar`, which runs it for a test.
+
+n* lives in four rooms: the statistic `pytest_reliable.stats.reliable_n`, running it
+`pytest_reliable.evaluate.nstar`, keeping it `pytest_reliable.store.nstar`, scheduling it
+`pytest_reliable.evaluate.schedules`.
+"""
 
 from __future__ import annotations
 

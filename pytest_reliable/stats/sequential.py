@@ -1,5 +1,5 @@
 """Anytime-valid bounds (confidence sequences): valid at any data-dependent stopping time, so
-a gate may peek after every batch (`pytest_reliable.stopping`)."""
+a gate may peek after every batch (`pytest_reliable.evaluate.stopping`)."""
 
 from __future__ import annotations
 

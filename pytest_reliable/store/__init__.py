@@ -4,6 +4,11 @@
 local sqlite files under ``.reliable/`` (`local.LocalStore`, the embedded default); with a
 ``postgresql://`` URL one PostgreSQL database shared by every machine (`postgres.PostgresStore`,
 from the extra ``pytest-reliable[postgres]``). Everything above this package sees a `Store`.
+
+Modules, lowest first: `errors` (the store's errors and warning), `claims` (single-flight across
+processes), `holders` (who holds a locked sqlite file), `waits` (one waiting deadline per run),
+`nstar` (the n* entries of ``--reliable-n auto``), `base` (the `Store` interface and the ledger),
+`local` (sqlite), `postgres` (PostgreSQL), `reports` (kept reports for the release history).
 """
 
 from __future__ import annotations
@@ -15,18 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from pytest_reliable.contract.settings import Settings
 from pytest_reliable.redact import redact, register_url_secrets
-from pytest_reliable.settings import Settings
-from pytest_reliable.store.base import (
-    RECORD_MODES,
-    AnswerRow,
-    Claim,
-    Ledger,
-    Store,
-    StoreUnavailable,
-    StoreUsageError,
-    StoreWarning,
-)
+from pytest_reliable.store.base import RECORD_MODES, AnswerRow, Claim, Ledger, Store
+from pytest_reliable.store.errors import StoreUnavailable, StoreUsageError, StoreWarning
 from pytest_reliable.store.local import (
     CacheFileError,
     LocalStore,

@@ -33,12 +33,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_reliable.errors import ReliableError
 from pytest_reliable.models.base import ModelResponse
+from pytest_reliable.store.claims import claim_name
+from pytest_reliable.store.errors import StoreUnavailable
 
 if TYPE_CHECKING:
-    from pytest_reliable.nstar_store import NStarEntries
     from pytest_reliable.store.claims import Claims
+    from pytest_reliable.store.nstar import NStarEntries
     from pytest_reliable.store.waits import ClaimWaits
 
 log = logging.getLogger("pytest_reliable.store")
@@ -53,20 +54,6 @@ CHUNK_BYTES = 4 * 1024 * 1024
 """``rows`` yields chunks of about this many bytes of answers (at least one row): a copy of a
 store of large answers holds a few chunks in memory, never the store."""
 CHUNK_ROWS = 500
-
-
-class StoreUsageError(ReliableError):
-    """A store that cannot serve this run: the message names the place and the fix."""
-
-
-class StoreUnavailable(Exception):
-    """Raised by a backend primitive when its database cannot be used now (lost, full, locked).
-
-    The `Store` turns it into kept answers, retries and one report; it never reaches a user."""
-
-
-class StoreWarning(UserWarning):
-    """The store could not store (or read) answers; they are kept in memory for this run."""
 
 
 @dataclass(frozen=True)
@@ -194,12 +181,6 @@ def answer_row(key: Any, text: Any, logprobs: Any, prompt_tokens: Any, completio
         meta=_label(meta) or "{}",
         created=_seconds(created),
     )
-
-
-def claim_name(name: str, generation: int = 0) -> str:
-    """The claim of ``name`` at ``generation``: 0 is the ordinary claim; a waiter that takes over
-    an expired claim claims generation 1 (and so on), so only one of the waiters does."""
-    return name if generation == 0 else f"{name}#takeover-{generation}"
 
 
 def printable(text: str) -> str:
@@ -631,11 +612,7 @@ __all__ = [
     "Claim",
     "Ledger",
     "Store",
-    "StoreUnavailable",
-    "StoreUsageError",
-    "StoreWarning",
     "answer_row",
     "checked",
-    "claim_name",
     "printable",
 ]

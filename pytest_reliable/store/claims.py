@@ -3,14 +3,14 @@
 A claim is a name (a cache key, an n* key) that at most one holder has at a time. It dies with
 its holder: a process killed with SIGKILL never blocks the others (the backends use locks the
 operating system or the database server drops with the process or its connection). Waiting is
-the caller's business (`runner.Runner` polls for the answer; `nstar_store` for the entry): a
+the caller's business (`calls.runner.Runner` polls for the answer; `store.nstar` for the entry): a
 claim is only ever tried, never waited for here.
 
 Within one process the claims of a location are kept in one registry, so two handles on the same
 store (or two threads) exclude each other as two processes do.
 
 A claim may be taken over once its holder is deemed gone for good (`store.waits`): the waiter
-then claims the next *generation* of the name (`base.claim_name`), so the takeover is single-flight
+then claims the next *generation* of the name (`claim_name`), so the takeover is single-flight
 too. `Claims.holders` says who holds what (a host and pid where the backend can tell), for the
 waiters' messages and to expire every claim of a holder found unresponsive at once.
 """
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_reliable.files import sha256_hex
-from pytest_reliable.store.base import StoreUnavailable
+from pytest_reliable.store.errors import StoreUnavailable
 
 log = logging.getLogger("pytest_reliable.store")
 
@@ -42,6 +42,12 @@ _held: set[tuple[str, str]] = set()
 
 def this_host() -> str:
     return socket.gethostname() or "localhost"
+
+
+def claim_name(name: str, generation: int = 0) -> str:
+    """The claim of ``name`` at ``generation``: 0 is the ordinary claim; a waiter that takes over
+    an expired claim claims generation 1 (and so on), so only one of the waiters does."""
+    return name if generation == 0 else f"{name}#takeover-{generation}"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@
 - the budget ledger: ``budget.sqlite`` next to the cache, one row per run id; only the oldest
   rows beyond `LEDGER_ROWS_KEPT` are dropped (by insertion order, never by a clock, never the
   run's own).
-- n* entries: JSON files in ``.reliable/n_star/`` (`pytest_reliable.nstar_store.NStarStore`).
+- n* entries: JSON files in ``.reliable/n_star/`` (`pytest_reliable.store.nstar.NStarStore`).
 - claims: byte-range locks on ``cache.sqlite.claims`` (`pytest_reliable.store.claims`).
 
 A file that cannot serve (a directory, not sqlite, another program's tables, a newer schema, a
@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_reliable.files import sha256_hex, write_atomic
-from pytest_reliable.nstar_store import NStarEntries, NStarKey, NStarStore
 from pytest_reliable.store.base import (
     CHUNK_BYTES,
     CHUNK_ROWS,
@@ -38,13 +37,13 @@ from pytest_reliable.store.base import (
     BadRow,
     Ledger,
     Store,
-    StoreUnavailable,
-    StoreUsageError,
     answer_row,
     checked,
 )
 from pytest_reliable.store.claims import Claims, ProcessClaims, file_claims
+from pytest_reliable.store.errors import StoreUnavailable, StoreUsageError
 from pytest_reliable.store.holders import who_holds
+from pytest_reliable.store.nstar import NStarEntries, NStarKey, NStarStore
 from pytest_reliable.store.waits import ClaimWaits
 
 SCHEMA_VERSION = 1

@@ -53,7 +53,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pytest_reliable.files import sha256_hex
-from pytest_reliable.nstar_store import NStarEntries, NStarKey
 from pytest_reliable.redact import redact, register_environment_secrets, register_url_secrets
 from pytest_reliable.store.base import (
     CHUNK_BYTES,
@@ -62,12 +61,12 @@ from pytest_reliable.store.base import (
     BadRow,
     Ledger,
     Store,
-    StoreUnavailable,
-    StoreUsageError,
     answer_row,
     checked,
 )
 from pytest_reliable.store.claims import Claims, Holder, this_host
+from pytest_reliable.store.errors import StoreUnavailable, StoreUsageError
+from pytest_reliable.store.nstar import NStarEntries, NStarKey
 from pytest_reliable.store.waits import ClaimWaits
 
 log = logging.getLogger("pytest_reliable.store")

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_reliable.files import write_atomic
-from pytest_reliable.report.entries import json_safe
-from pytest_reliable.report.load import ReportFileError, load_report
+from pytest_reliable.schema.entries import json_safe
+from pytest_reliable.schema.load import ReportFileError, load_report
 
 GIT_TIMEOUT_S = 10.0
 UNSAFE_IN_NAMES = re.compile(r"[^A-Za-z0-9._-]+")
@@ -109,7 +109,7 @@ def read_dir(directory: Path) -> list[dict[str, Any]]:
 def read_store(url: str) -> list[dict[str, Any]]:
     """Every report kept in the PostgreSQL store at ``url``; `HistoryError` when it cannot be
     read. Opened read-only (record mode ``none``): reading creates nothing."""
-    from pytest_reliable.store.base import StoreUnavailable, StoreUsageError
+    from pytest_reliable.store.errors import StoreUnavailable, StoreUsageError
     from pytest_reliable.store.postgres import PostgresStore
 
     try:

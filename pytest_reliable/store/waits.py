@@ -1,13 +1,13 @@
 """Waiting for what other processes claimed: one deadline for the whole run, said while it runs.
 
 A process that needs an answer or an n* pilot another process has claimed waits for it (`runner`
-polls for the answer, `nstar_store` for the entry). `ClaimWaits` is the run's account of those
+polls for the answer, `store.nstar` for the entry). `ClaimWaits` is the run's account of those
 waits, one per store (so one per process and run):
 
 - A claim expires (SPEC section 10) once its waiter has waited longer than the holder's work can
   take (the ``patience`` a waiter gives: for an answer, the longest a call can take with its
   retries). The waiter then takes the work over, under the claim's next generation
-  (`base.claim_name`), so one waiter does it. A holder with one expired claim is unresponsive
+  (`claims.claim_name`), so one waiter does it. A holder with one expired claim is unresponsive
   (a frozen host): every other claim it holds expires at once for this process, so a frozen host
   holding 500 claims costs one patience, not 500.
 - The deadline (``--reliable-wait-timeout``) bounds the time this process spends waiting in the

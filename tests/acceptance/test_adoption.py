@@ -11,7 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_reliable.markerspec import CHECKLIST_ARGUMENTS, CHECKLIST_THRESHOLDS, RELIABLE_ARGUMENTS
+from pytest_reliable.contract.markers import (
+    CHECKLIST_ARGUMENTS,
+    CHECKLIST_THRESHOLDS,
+    RELIABLE_ARGUMENTS,
+)
 from tests.acceptance.helpers import CONFTEST, by_test, run_json, write_project
 from tests.acceptance.test_runs import code_space_test
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_reliable.report.entries import independent_of_run_order
+from pytest_reliable.schema.entries import independent_of_run_order
 from tests.acceptance.helpers import by_test, run_json, write_project
 
 AUTO_TEST = '''
