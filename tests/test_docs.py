@@ -116,6 +116,19 @@ def test_readme_stays_the_front_door() -> None:
         assert f"(docs/{page.name})" in readme, f"README does not link docs/{page.name}"
 
 
+def test_readmes_error_rates_are_rows_of_the_published_table() -> None:
+    """SPEC section 11: README shows the gate's error rates; they are rows of docs/verdicts.md's
+    table, so a re-measured table cannot leave README behind."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## What a verdict promises"):]
+    section = section[:section.index("\n## ", 3)]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) > 3
+    published = (ROOT / "docs" / "verdicts.md").read_text(encoding="utf-8").splitlines()
+    for row in rows:
+        assert row in published, f"README's row is not in docs/verdicts.md: {row}"
+
+
 # -- data and configuration blocks ----------------------------------------------------------------
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.lang == "yaml"], ids=lambda b: b.id)
 def test_yaml_blocks_parse_and_spaces_and_prices_load(block: Block, tmp_path: Path) -> None:
@@ -507,7 +520,7 @@ def run_env(block: Block, request: pytest.FixtureRequest) -> dict[str, str]:
            if not k.startswith(("RELIABLE_", "PYTEST_", "OPENAI_", "GITHUB_"))
            and k not in ("CI_PIPELINE_ID", "BUILDKITE_BUILD_ID", "CIRCLE_WORKFLOW_ID")}
     env["PATH"] = VENV_BIN + os.pathsep + env.get("PATH", "")
-    env["COLUMNS"] = "120"
+    env["COLUMNS"] = "200"  # a wide terminal: every column of the table is shown
     if "scripted" in block.env:
         server = request.getfixturevalue("scripted_server")
         env.update(OPENAI_API_KEY="sk-docs-not-a-real-key", OPENAI_BASE_URL=server.base_url,
@@ -554,7 +567,7 @@ def test_console_blocks_print_what_the_page_shows(block: Block, tmp_path: Path) 
     console blocks are plans); every shown line of output appears, in order."""
     assert block.projects == ("examples",)
     shutil.copytree(ROOT / "examples", tmp_path / "examples",
-                    ignore=shutil.ignore_patterns(".reliable", "__pycache__", "*.json"))
+                    ignore=shutil.ignore_patterns(".reliable", "__pycache__"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RELIABLE_", "PYTEST_"))}
     env["PATH"] = VENV_BIN + os.pathsep + env.get("PATH", "")
     lines = block.text.splitlines()
