@@ -168,6 +168,7 @@ class ReliableFixture:
         from pytest_reliable.errors import ReliableError
         from pytest_reliable.circular import CircularUsageError
         from pytest_reliable.judge import JudgeUsageError
+        from pytest_reliable.markerspec import TooFewInstancesError
         from pytest_reliable.models.base import ModelUsageError
         from pytest_reliable.pricing import PricingError
         from pytest_reliable.report.entries import error_entry
@@ -180,7 +181,7 @@ class ReliableFixture:
             self._item.stash[RESULTS_KEY].append(result)
             return result
         usage = isinstance(failed, BaselineUsageError | JudgeUsageError | CircularUsageError
-                           | PricingError | ModelUsageError)
+                           | PricingError | ModelUsageError | TooFewInstancesError)
         entry = error_entry(self._item.nodeid, kind, str(failed), usage_error=usage)
         self._item.stash.setdefault(ERRORS_KEY, []).append(entry)
         if usage and not isinstance(failed, PricingError):

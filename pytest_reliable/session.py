@@ -47,7 +47,12 @@ from pytest_reliable.judge import (
     pairwise_entry,
     unread_judge,
 )
-from pytest_reliable.markerspec import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
+from pytest_reliable.markerspec import (
+    RELIABLE_THRESHOLDS,
+    ChecklistSpec,
+    ReliableSpec,
+    check_max_std_instances,
+)
 from pytest_reliable.models.base import AsyncModel, ModelUsageError, ModelWarning
 from pytest_reliable.models.callables import as_async_model, run_scoped
 from pytest_reliable.models.identity import ProjectModules
@@ -422,6 +427,8 @@ class ReliableSession:
         report."""
         self._progress.pop(nodeid, None)
         test = self.reliable_test(nodeid, data, task, spec, user_model)
+        strategy = self.strategy_for(test)
+        check_max_std_instances(spec, len(test.dataset), strategy.first_round().n, test.decide)
         if spec.circular:
             check_circular(test.dataset, task)
         judge, judge_model = judge_of(task), self.judge_model(task)
@@ -440,7 +447,7 @@ class ReliableSession:
         evaluator = Evaluator(test.dataset, task, test.space, test.evaluation(), test.model,
                               lambda on: self.runner(on, nodeid),
                               None if judge_model is None else judging)
-        ran = self.strategy_for(test).run(evaluator)
+        ran = strategy.run(evaluator)
         check_scores(ran.matrix, task, test.dataset)
         summary = summarize(
             ran.matrix, test.space, mode=spec.mode, eps=spec.eps, delta=spec.delta,
