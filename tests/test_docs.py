@@ -18,6 +18,7 @@ import configparser
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -234,7 +235,7 @@ def benchmark_commands() -> list[tuple[Block, list[str]]]:
     for block in marked("benchmark"):
         for command in commands(block):
             for part in without_comment(command).split("&&"):
-                words = part.split()
+                words = shlex.split(part)  # a quoted argument ('max_std fixed') is one word
                 if words and words[0] == "PYTHONPATH=.":
                     words = words[1:]
                 out.append((block, words))
@@ -285,7 +286,7 @@ def test_benchmark_commands_name_scripts_that_accept_their_arguments() -> None:
         assert words[:1] == ["python"] and len(words) >= 2, f"{block.id}: {words}"
         script = ROOT / words[1]
         assert script.is_file(), f"{block.id}: {words[1]} does not exist"
-        args = [w.strip("'\"") for w in words[2:]]
+        args = words[2:]
         if "argparse" in script.read_text(encoding="utf-8"):
             with_parser.append("\t".join([str(script), *args]))
         else:
