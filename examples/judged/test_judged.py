@@ -47,7 +47,11 @@ GRADED = Dataset.from_records([
      "answer": "A week has ten days.", "label": "fail"},
 ])
 
-JUDGE = Judge(local_model(), RUBRIC, votes=3, temperature=0.7)
+# Most of the 135M judge's replies are not a PASS or FAIL (55 of 96 votes in a fresh run), which by
+# default (max_unparsed=0.1) makes the test an error: the judge's failure, not the model's. Here
+# the noisy judge is the point, so its unread replies count as failing votes, as the report shows;
+# a real gate uses a judge that replies as asked.
+JUDGE = Judge(local_model(), RUBRIC, votes=3, temperature=0.7, max_unparsed=1.0)
 
 
 @pytest.mark.reliable(space="short", n=3, max_tokens=24, min_score=0.1,
