@@ -8,6 +8,8 @@ the gate and the report never ask which one ran.
 - `FixedN`: n resamplings (the marker's ``n``, else ``--reliable-n``, else 10).
 - `StopEarly`: up to n, in batches, stopping once every verdict is settled (`stopping`).
 - `AutoN`: n* from the store or from a pilot (``--reliable-n auto``, `nstar`).
+- `Adaptive`: up to n, in rounds spent on the groups still open (``search="adaptive"``,
+  `adaptive`).
 
 Another strategy is one class with ``run(evaluator) -> GateRun`` and ``first_round()`` (what it
 calls before any answer is known: ``--reliable-batch`` sends that ahead, `first_round`) and one
@@ -17,14 +19,16 @@ evaluator's runners' business.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from pytest_reliable.evaluate.adaptive import Peek, run_adaptive
 from pytest_reliable.evaluate.evaluation import Evaluator, ScoreMatrix
 from pytest_reliable.evaluate.nstar import run_auto
 from pytest_reliable.evaluate.stopping import batch_size, run_until_settled
 from pytest_reliable.models.base import AsyncModel
+from pytest_reliable.space import Variant
 from pytest_reliable.store.nstar import NStarEntries, NStarEntry, NStarKey
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only
@@ -51,6 +55,11 @@ class GateRun:
     stopped_early: bool = False
     stop_reason: str | None = None
     """Why the resamplings ended where they did, when the test asked to stop early."""
+    search: str = "uniform"
+    """How the resamplings were chosen (SPEC section 14): "uniform", "adaptive", "thompson"."""
+    uniform_rows: int | None = None
+    """The matrix's first rows run in plan order, when later rows were chosen by their group
+    (the mean is taken over these); None: every row is in plan order."""
 
     @property
     def calls_made(self) -> int:
@@ -118,6 +127,38 @@ class StopEarly:
 
 
 @dataclass(frozen=True)
+class Adaptive:
+    """Up to ``n`` resamplings in rounds, each spent on the groups (pairs, the mean) whose
+    verdict is still open (`adaptive.run_adaptive`); ``peek`` bounds the range claims and
+    ``keys_of_row(r)`` names the groups of the plan's resampling r."""
+
+    n: int
+    thresholds: Mapping[str, tuple[str, float]]
+    decide: str
+    confidence: float
+    peek: Peek
+    keys_of: Callable[[Sequence[Variant]], frozenset[str]]
+    """The range keys of the groups cells with these variants fall in (`adaptive.row_keys`)."""
+    batch: int | None = None
+
+    def run(self, evaluator: Evaluator) -> GateRun:
+        staged = evaluator.staged(self.n)
+        ran = run_adaptive(staged, self.thresholds, decide=self.decide,
+                           confidence=self.confidence, peek=self.peek,
+                           keys_of_row=lambda r: self.keys_of(staged.row_variants(r)),
+                           batch=self.batch)
+        return GateRun(ran.matrix, stopped_early=ran.stopped_early, stop_reason=ran.reason,
+                       search="adaptive",
+                       uniform_rows=(ran.uniform_rows
+                                     if ran.uniform_rows < ran.matrix.n_resamplings else None))
+
+    def first_round(self) -> FirstRound:
+        """The first round only (the plan's first rows, every group): later rounds depend on its
+        answers."""
+        return FirstRound(self.n, first_stage=self.batch or batch_size(self.n), size_known=False)
+
+
+@dataclass(frozen=True)
 class AutoN:
     """n* resamplings (``--reliable-n auto``): a stored n*, or a pilot on ``reference`` whose
     first n* resamplings gate when the reference is the model under test (`nstar.run_auto`)."""
@@ -155,4 +196,4 @@ class AutoN:
         return FirstRound(self.key.pilot_n, model=self.reference, size_known=False)
 
 
-__all__ = ["AutoN", "FirstRound", "FixedN", "GateRun", "RunStrategy", "StopEarly"]
+__all__ = ["Adaptive", "AutoN", "FirstRound", "FixedN", "GateRun", "RunStrategy", "StopEarly"]

@@ -329,6 +329,8 @@ class ReliableEntry(TypedDict):
     n_star_curve: NStarCurveEntry | None
     """The curves behind ``n_star``; null when n* came from the n* store (it keeps n*, not the
     pilot's curves), without n* (fewer than 2 resamplings) and when the verdict is ``error``."""
+    search: str
+    """"uniform", "adaptive" or "thompson" (SPEC section 14)."""
     stopped_early: bool
     stop_reason: str | None
     calls: CallsEntry

@@ -104,7 +104,10 @@ class ReliableReport:
     """The paper's n* from the same pilot, beside a ``bootstrap`` n*."""
     stopped_early: bool = False
     stop_reason: str | None = None
-    """Why the resamplings ended where they did, under ``stop_early`` (None otherwise)."""
+    """Why the resamplings ended where they did, under ``stop_early`` or
+    ``search="adaptive"`` (None otherwise)."""
+    search: str = "uniform"
+    """How the resamplings were chosen (SPEC section 14)."""
     spend: Spend = field(default_factory=Spend)
     """What the test's calls cost (SPEC section 13): the JSON entry's ``cost``."""
     dataset_hash: str | None = None
@@ -357,6 +360,7 @@ class ReliableReport:
             "n_star_paper": self.n_star_paper,
             "pilot_n": self.pilot_n,
             "n_star_curve": self.summary.n_star_curve,
+            "search": self.search,
             "stopped_early": self.stopped_early,
             "stop_reason": self.stop_reason,
             "calls": {"made": self.calls_made, "cached": self.calls_cached, **self.prompt_tokens},

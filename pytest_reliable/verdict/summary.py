@@ -554,8 +554,13 @@ def summarize(
     order_group_by: str = "gold_position",
     n_star: NStarEntry | None = None,
     n_star_curve: NStarCurveEntry | None = None,
+    mean_rows: int | None = None,
 ) -> Summary:
-    """``group_by`` None = the mode's default ("formats" in fixed, "dimensions" in ilr).
+    """``mean_rows``: the matrix's first rows were run in plan order and the rest chosen by
+    their group (``search="adaptive"``): the mean, its bound, the moments and n* are taken over
+    the first ``mean_rows`` only (rows chosen by their group would weigh on them); None: all.
+
+    ``group_by`` None = the mode's default ("formats" in fixed, "dimensions" in ilr).
 
     ``n_star``: n* as the run strategy decided it (``--reliable-n auto``: from a pilot or the
     store), ``n_star_curve`` the curves it was read from (None for a stored n*); ``n_star``
@@ -563,7 +568,8 @@ def summarize(
     """
     grouping = group_by if group_by is not None else ("formats" if mode == "fixed" else "dimensions")
     scores = matrix.scores
-    per_resampling = matrix.resampling_scores()
+    drawn = matrix if mean_rows is None else matrix.head(mean_rows)
+    per_resampling = drawn.resampling_scores()
     moments = stats.moments(per_resampling)
     k, n_instances = matrix.canonical_scores.shape
     first = matrix.canonical_scores[0]
@@ -625,9 +631,9 @@ def summarize(
         confidence=confidence,
         interval_method=interval_method,
         mean_bound=stats.mean_bound(
-            scores, two_way=variants_sampled(space, matrix, mode)
-        ) if scores.size else None,
-        std_bound=std_bound(scores, mode) if per_resampling.size else None,
+            drawn.scores, two_way=variants_sampled(space, drawn, mode)
+        ) if drawn.scores.size else None,
+        std_bound=std_bound(drawn.scores, mode) if per_resampling.size else None,
         # Each instance's k samples pass or not as a whole: 0/1 per instance, bounded exactly.
         pass_at_k_bound=stats.bounded_mean(at_k_each, of="per-instance pass@k values"),
         pass_hat_k_bound=stats.bounded_mean(hat_k_each, of="per-instance pass^k values"),
