@@ -193,5 +193,13 @@ def _rows_note(uniform: int, total: int) -> str:
     return f"{uniform} in plan order, {total - uniform} chosen for open groups"
 
 
-__all__ = ["AdaptiveRun", "Claim", "Peek", "REFUSED", "RANGE_THRESHOLDS", "range_status",
-           "row_keys", "run_adaptive"]
+__all__ = [
+    "RANGE_THRESHOLDS",
+    "REFUSED",
+    "AdaptiveRun",
+    "Claim",
+    "Peek",
+    "range_status",
+    "row_keys",
+    "run_adaptive",
+]

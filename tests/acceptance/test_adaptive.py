@@ -82,3 +82,55 @@ def test_adaptive_search_spends_fewer_calls_and_the_cache_serves_its_rerun(
     assert second["calls"]["cached"] == adaptive["calls"]["made"] + adaptive["calls"]["cached"]
     assert second["n_resamplings"] == n
     assert second["formats"]["per_variant"] == groups
+
+
+def test_the_option_chooses_the_search_of_tests_without_their_own(
+    pytester: pytest.Pytester,
+) -> None:
+    _project(pytester, TESTS.replace(', search="adaptive"', ""))
+    result, report = run_json(pytester, "--reliable-search", "adaptive", "-k", "adaptive")
+    result.assert_outcomes(passed=1)
+    entry = by_test(report)["test_adaptive"]
+    assert entry["search"] == "adaptive" and entry["n_resamplings"] < 48
+
+
+@pytest.mark.parametrize(("arguments", "expected"), [
+    ('search="sometimes"', "*search='sometimes' is not allowed; allowed: 'uniform', "
+                           "'adaptive'*"),
+    ('search="adaptive", max_std=0.1',
+     "*max_std=0.1 is not allowed; not with search='adaptive': its error rates are not "
+     "measured under adaptive search*"),
+    ("min_quantile=(0.1, 0.5)",
+     "*min_quantile is not supported under pass-on-evidence: its bound's error rates are not "
+     "measured*"),
+    ('min_quantile=(0.1, 0.5), decide="fail-on-evidence"',
+     "*min_quantile is not supported under fail-on-evidence*"),
+    ("min_quantile=(1.5, 0.5)", "*min_quantile=(1.5, 0.5) is not allowed; allowed: a pair "
+                                "(q, limit) with 0 < q < 1 and 0 <= limit <= 1*"),
+    ("min_quantile=0.5", "*min_quantile=0.5 is not allowed; allowed: a pair*"),
+])
+def test_what_a_search_cannot_decide_is_a_usage_error_before_any_call(
+    pytester: pytest.Pytester, arguments: str, expected: str,
+) -> None:
+    tests = '''
+import pytest
+from pytest_reliable import Dataset, MultipleChoice
+
+@pytest.mark.reliable(space="formats", n=4, ARGUMENTS)
+def test_it(reliable):
+    reliable.evaluate(Dataset.from_records([dict(question="q?", choices=["right", "wrong"],
+                                                 answer=0)]), MultipleChoice())
+'''.replace("ARGUMENTS", arguments)
+    _project(pytester, tests)
+    result = pytester.runpytest_subprocess()
+    assert result.ret == 4
+    result.stderr.fnmatch_lines([expected])
+    assert "Traceback" not in result.stderr.str()
+    assert not (pytester.path / ".reliable" / "cache.sqlite").exists()
+
+
+def test_a_bad_search_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    _project(pytester)
+    result = pytester.runpytest_subprocess("--reliable-search", "greedy")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*greedy*choose from*uniform*adaptive*"])
