@@ -1,8 +1,8 @@
 """The range claims an adaptive search peeks at (SPEC section 14), bounded as the gate bounds them.
 
 `range_peek` gives `evaluate.adaptive.run_adaptive` its `Peek`: the cells received so far are
-summarized exactly as the gate's summary summarizes them (`summary.summarize`: the same grouping,
-paired estimator, order offsets and evidence rules), and each group's (``min_worst``) or pair's
+summarized exactly as the gate's summary summarizes them (the same grouping,
+paired estimator, order offsets and evidence rules: `summary.format_side`), and each group's (``min_worst``) or pair's
 (``max_spread``) one-sided bounds are read at the peek's confidence. A group without evidence
 (e.g. drawn by a single sampled resampling) has infinite bounds, so it stays open.
 """
@@ -16,8 +16,7 @@ import numpy as np
 from pytest_reliable.evaluate.adaptive import Claim, Peek
 from pytest_reliable.evaluate.evaluation import ScoreMatrix
 from pytest_reliable.space import Space
-from pytest_reliable.store.nstar import NStarEntry
-from pytest_reliable.verdict.summary import RangeSummary, _group_key, summarize
+from pytest_reliable.verdict.summary import RangeSummary, _group_key, format_side
 
 
 def range_claims(ranges: RangeSummary, confidence: float) -> dict[str, list[Claim]]:
@@ -50,20 +49,16 @@ def _finite(value: float, otherwise: float) -> float:
     return float(value) if np.isfinite(value) else float(otherwise)
 
 
-_NO_N_STAR = NStarEntry(0, False, 0.0)
-
-
 def range_peek(space: Space, *, mode: str, grouping: str | tuple[str, ...], min_cells: int,
                order_group_by: str) -> Peek:
     """The `Peek` of a test: its cells summarized as its gate will summarize them."""
 
     def peek(matrix: ScoreMatrix, uniform_rows: int, confidence: float
              ) -> dict[str, Sequence[Claim]]:
-        summary = summarize(matrix, space, mode=mode, eps=0.5, delta=0.5, min_cells=min_cells,
-                            confidence=confidence, group_by=grouping,
-                            order_group_by=order_group_by, mean_rows=uniform_rows,
-                            n_star=_NO_N_STAR)  # n* is not peeked at: skip its subsets
-        return dict(range_claims(summary.formats, confidence))
+        del uniform_rows  # the ranges use every cell received
+        ranges, _ = format_side(matrix, space, mode=mode, grouping=grouping,
+                                confidence=confidence, min_cells=min_cells, peek=True)
+        return dict(range_claims(ranges, confidence))
 
     return peek
 
