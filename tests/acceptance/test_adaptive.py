@@ -134,3 +134,12 @@ def test_a_bad_search_option_is_a_usage_error(pytester: pytest.Pytester) -> None
     result = pytester.runpytest_subprocess("--reliable-search", "greedy")
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*greedy*choose from*uniform*adaptive*"])
+
+
+def test_the_plan_of_an_adaptive_test_states_its_worst_case(pytester: pytest.Pytester) -> None:
+    _project(pytester)
+    result = pytester.runpytest("--reliable-plan", "-k", "adaptive")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([
+        "*40 instances x (48 resamplings + k=1) = 1960; search='adaptive': that is the worst "
+        "case (all 48 resamplings)*"])
