@@ -346,6 +346,11 @@ def check_search(spec: ReliableSpec, search: str, decide: str) -> None:
             f"min_quantile is not supported under {decide}: its bound's error rates are not "
             "measured (SPEC section 14); use min_worst (every group) or min_median instead",
         )
+    if search == "thompson" and spec.mode != "fixed":
+        raise MarkerArgumentError(
+            "reliable", "search", search,
+            "search='thompson' pulls one format at a time, which needs mode='fixed' (an ilr "
+            "resampling mixes formats); set mode='fixed', or search='uniform'/'adaptive'")
     if search == "adaptive":
         for name, why in ADAPTIVE_REFUSED.items():
             if getattr(spec, name) is not None:

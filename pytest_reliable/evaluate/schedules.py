@@ -10,6 +10,7 @@ the gate and the report never ask which one ran.
 - `AutoN`: n* from the store or from a pilot (``--reliable-n auto``, `nstar`).
 - `Adaptive`: up to n, in rounds spent on the groups still open (``search="adaptive"``,
   `adaptive`).
+- `Thompson`: n resamplings pulled format by format (``search="thompson"``, `thompson`).
 
 Another strategy is one class with ``run(evaluator) -> GateRun`` and ``first_round()`` (what it
 calls before any answer is known: ``--reliable-batch`` sends that ahead, `first_round`) and one
@@ -31,12 +32,14 @@ from pytest_reliable.evaluate.adaptive import Peek, run_adaptive
 from pytest_reliable.evaluate.evaluation import Evaluator, ScoreMatrix
 from pytest_reliable.evaluate.nstar import run_auto
 from pytest_reliable.evaluate.stopping import batch_size, run_until_settled
+from pytest_reliable.evaluate.thompson import exploration_entry, run_thompson
 from pytest_reliable.models.base import AsyncModel
+from pytest_reliable.plan.sampling import dataset_option_count, n_listed_units
 from pytest_reliable.space import Variant
 from pytest_reliable.store.nstar import NStarEntries, NStarEntry, NStarKey
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only
-    from pytest_reliable.schema.entries import NStarCurveEntry
+    from pytest_reliable.schema.entries import ExplorationEntry, NStarCurveEntry
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,8 @@ class GateRun:
     uniform_rows: int | None = None
     """The matrix's first rows run in plan order, when later rows were chosen by their group
     (the mean is taken over these); None: every row is in plan order."""
+    exploration: ExplorationEntry | None = None
+    """``search="thompson"``'s best and worst formats found (never a verdict)."""
 
     @property
     def calls_made(self) -> int:
@@ -162,6 +167,40 @@ class Adaptive:
         return FirstRound(self.n, first_stage=self.batch or batch_size(self.n), size_known=False)
 
 
+THOMPSON_PLAN_MAX = 2000
+"""The most resamplings a Thompson search plans to list the space's formats (arms)."""
+
+
+@dataclass(frozen=True)
+class Thompson:
+    """FormatSpread's search for the best and worst format under the test's budget of ``n``
+    resamplings (fixed mode; `thompson.run_thompson`), seeded with the test's ``seed``. The
+    thresholds are decided on the cells it drew; the exploration is reported apart."""
+
+    n: int
+    seed: int
+
+    def run(self, evaluator: Evaluator) -> GateRun:
+        # A plan long enough to list every format (fixed mode lists them without replacement),
+        # so an arm exists for each; only ``n`` of its resamplings are pulled.
+        units = n_listed_units(evaluator.space, dataset_option_count(evaluator.dataset) or 2)
+        staged = evaluator.staged(max(self.n, min(units or self.n, THOMPSON_PLAN_MAX)))
+
+        def arm_of(r: int) -> tuple[str, str]:
+            variant = staged.row_variants(r)[0]
+            return variant.format_key, variant.describe()
+
+        ran = run_thompson(staged, budget=self.n, seed=self.seed, arm_of=arm_of)
+        return GateRun(ran.matrix, search="thompson", exploration=exploration_entry(ran),
+                       stop_reason=f"search='thompson': {ran.matrix.n_resamplings} of {self.n} "
+                                   "resamplings pulled by format")
+
+    def first_round(self) -> FirstRound:
+        """The first pull (the plan's first resampling and the canonical pass): later pulls
+        depend on its answers."""
+        return FirstRound(self.n, first_stage=1, size_known=False)
+
+
 @dataclass(frozen=True)
 class AutoN:
     """n* resamplings (``--reliable-n auto``): a stored n*, or a pilot on ``reference`` whose
@@ -200,4 +239,4 @@ class AutoN:
         return FirstRound(self.key.pilot_n, model=self.reference, size_known=False)
 
 
-__all__ = ["Adaptive", "AutoN", "FirstRound", "FixedN", "GateRun", "RunStrategy", "StopEarly"]
+__all__ = ["Adaptive", "AutoN", "FirstRound", "FixedN", "GateRun", "RunStrategy", "StopEarly", "Thompson"]

@@ -57,6 +57,7 @@ from pytest_reliable.evaluate.schedules import (
     GateRun,
     RunStrategy,
     StopEarly,
+    Thompson,
 )
 from pytest_reliable.models.base import AsyncModel, ModelUsageError, ModelWarning
 from pytest_reliable.models.callables import as_async_model, run_scoped
@@ -576,6 +577,8 @@ class ReliableSession:
                          stop_reason="not under --reliable-n auto: n* sizes the run"
                          if stop_early or search == "adaptive" else None)
         n = int(spec.n or (settings.n if isinstance(settings.n, int) else DEFAULT_N))
+        if search == "thompson":
+            return Thompson(n, seed=test.seed)
         if not stop_early and search != "adaptive":
             return FixedN(n)
         thresholds: dict[str, tuple[str, float]] = {
@@ -773,6 +776,7 @@ def _reliable_report(
         stopped_early=ran.stopped_early,
         stop_reason=ran.stop_reason,
         search=ran.search,
+        exploration=ran.exploration,
         spend=spend,
         run_scoped=run_scoped(test.model),
         sampling_arguments=getattr(test.model, "sampling_arguments", None),

@@ -143,3 +143,53 @@ def test_the_plan_of_an_adaptive_test_states_its_worst_case(pytester: pytest.Pyt
     result.stdout.fnmatch_lines([
         "*40 instances x (48 resamplings + k=1) = 1960; search='adaptive': that is the worst "
         "case (all 48 resamplings)*"])
+
+
+SENSITIVE = ALWAYS_RIGHT + r'''
+
+def wrong_with_numbers(prompt: str) -> str:
+    """Right except under the number enumerator: there, the label of a wrong option."""
+    CALLS.append(prompt)
+    if re.search(r"^\W*1\W", prompt, re.M):
+        return re.search(r"^\W*(\w)\W+\s*wrong", prompt, re.M).group(1)
+    return re.search(r"^\W*(\w)\W+\s*right", prompt, re.M).group(1)
+'''.replace('text_model(always_right, id="scripted-always-right")', "")
+
+THOMPSON = TESTS.split("@pytest.mark")[0] + '''
+@pytest.mark.reliable(space="formats", mode="fixed", n=6, search="thompson")
+def test_explore(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+'''
+
+
+def test_thompson_reports_an_exploration_never_a_verdict(pytester: pytest.Pytester) -> None:
+    conftest = SENSITIVE.replace('return text_model(always_right, id="scripted-always-right")',
+                                 'return text_model(wrong_with_numbers, id="scripted-numbers")')
+    write_project(pytester, test_file=THOMPSON, conftest=conftest, yaml_text=SPACE)
+    page = pytester.path / "page.html"
+    result, report = run_json(pytester, f"--reliable-html={page}")
+    result.assert_outcomes(passed=1)
+    entry = by_test(report)["test_explore"]
+    assert entry["search"] == "thompson" and entry["n_resamplings"] == 6
+    found = entry["exploration"]
+    assert found["calls"] == 6 * INSTANCES
+    assert sum(f["cells"] for f in found["per_format"].values()) == 6 * INSTANCES
+    assert len(found["per_format"]) == 8
+    assert found["worst"]["score"] == 0.0 and "number" in found["worst"]["description"]
+    assert found["best"]["score"] == 1.0
+    assert "not a verdict" in found["label"]
+    result.stdout.fnmatch_lines(["*exploration (search='thompson', not a verdict): best format*"])
+    html = page.read_text()
+    assert "Exploration (not a verdict)" in html
+    # Other searches carry no exploration.
+    write_project(pytester, test_file=TESTS, conftest=ALWAYS_RIGHT, yaml_text=SPACE)
+    _, uniform = run_json(pytester, "-k", "uniform", name="uniform.json")
+    assert by_test(uniform)["test_uniform"]["exploration"] is None
+
+
+def test_thompson_in_ilr_mode_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    _project(pytester, THOMPSON.replace('mode="fixed", ', ""))
+    result = pytester.runpytest_subprocess()
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*search='thompson' pulls one format at a time, which needs "
+                                 "mode='fixed'*"])
