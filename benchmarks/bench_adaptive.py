@@ -3,6 +3,7 @@
 Run from the repository root::
 
     PYTHONPATH=. python benchmarks/bench_adaptive.py [--reps 100] [--quick] [--grid core|full]
+        [--mode ilr|fixed]
     PYTHONPATH=. python benchmarks/bench_adaptive.py --replay benchmarks/data/matrix.npz
         [--reps 20] [--n 30] [--limits 0.5,0.6]
 
@@ -351,6 +352,8 @@ def main_grid(args: argparse.Namespace) -> int:
     print(f"{'formats':>7} {'N':>4} {'mode':5} {'model':16} {'scenario':15} {'limit':>6} "
           f"{'uniform':>14} {'adaptive':>14} {'calls u/a':>13} {'ratio':>6}")
     for formats, n_instances, mode in GRIDS[args.grid]:
+        if args.mode and mode != args.mode:
+            continue
         for model in MODELS.values():
             started = time.perf_counter()
             found = run_model(formats, n_instances, mode, model, args.reps,
@@ -441,6 +444,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--grid", choices=sorted(GRIDS), default="core")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 10 repetitions")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mode", choices=("ilr", "fixed"), default=None,
+                        help="only this mode's rows (run the two in parallel)")
     parser.add_argument("--replay", help="an instance x format score matrix (.npz)")
     parser.add_argument("--n", type=int, default=None, help="resamplings of a replayed gate")
     parser.add_argument("--limits", default=None, help="replay: min_worst limits, comma-separated")

@@ -9,10 +9,12 @@ after each round asks which thresholds are still open:
   (a mean needs resamplings drawn as the plan draws them, not chosen by their group).
 - ``min_worst`` (one claim per group of the pre-registered grouping) and ``max_spread`` (one
   claim per pair of groups of one labelling): each claim's bounds come from the gate's own paired
-  estimator (a `Peek`, computed by the verdict layer), one-sided at ``1 - alpha / rounds`` on
-  each side, where ``rounds`` is the most rounds the test can run: a union bound over every peek,
-  so the bounds hold at every peek at once (an anytime-valid sequence by Bonferroni over the
-  peeks; they already cover instance sampling, clustered by instance). Once the mean is settled
+  estimator (a `Peek`, computed by the verdict layer), one-sided at ``1 - alpha / (rounds x
+  claims)`` on each side, where ``rounds`` is the most rounds the test can run: a union bound over
+  every peek and every claim, so the bounds hold at every peek at once (an anytime-valid
+  sequence by Bonferroni over the peeks; they already cover instance sampling, clustered by
+  instance), and a claim settled failing is one the gate's Holm step can reject too (its first
+  step is at alpha / claims): the search never stops on evidence the gate cannot use. Once the mean is settled
   (or absent), a round runs only the plan's later rows that hold a cell of an open group: rows
   are taken in plan order and a row skipped is never run, so each group's rows are a prefix of
   the plan's rows of that group (the cache serves a rerun, which makes the same choices on the
@@ -67,9 +69,10 @@ class Claim:
     high: float
 
 
-Peek = Callable[[ScoreMatrix, int, float], Mapping[str, Sequence[Claim]]]
-"""(cells so far, rows run in plan order, one-sided confidence) -> per range threshold
-(``min_worst``, ``max_spread``) its claims, bounded by the gate's paired estimator."""
+Peek = Callable[[ScoreMatrix, int, Callable[[int], float]], Mapping[str, Sequence[Claim]]]
+"""(cells so far, rows run in plan order, the one-sided confidence for a threshold of so many
+claims) -> per range threshold (``min_worst``, ``max_spread``) its claims, bounded by the gate's
+paired estimator."""
 
 
 def row_keys(space: Space, grouping: str | tuple[str, ...], variants: Sequence[Variant]
@@ -127,7 +130,11 @@ def run_adaptive(
     """Run ``staged``'s plan in rounds until every threshold is settled (module docstring)."""
     n = staged.settings.n
     step = batch or batch_size(n)
-    peek_confidence = 1.0 - (1.0 - confidence) / rounds(n, step)
+    most = rounds(n, step)
+
+    def peek_confidence(claims: int) -> float:
+        return 1.0 - (1.0 - confidence) / (most * max(1, claims))
+
     matrix = staged.run(0, min(step, n), canonical=True)
     uniform = matrix.n_resamplings
     plan_rows = list(range(uniform))
