@@ -3,7 +3,7 @@
 Run from the repository root::
 
     PYTHONPATH=. python benchmarks/bench_adaptive.py [--reps 100] [--quick] [--grid core|full]
-        [--mode ilr|fixed]
+        [--mode ilr|fixed] [--formats 24] [--instances 400] [--model 'bad format -0.2']
     PYTHONPATH=. python benchmarks/bench_adaptive.py --replay benchmarks/data/matrix.npz
         [--reps 20] [--n 30] [--limits 0.5,0.6]
 
@@ -352,9 +352,12 @@ def main_grid(args: argparse.Namespace) -> int:
     print(f"{'formats':>7} {'N':>4} {'mode':5} {'model':16} {'scenario':15} {'limit':>6} "
           f"{'uniform':>14} {'adaptive':>14} {'calls u/a':>13} {'ratio':>6}")
     for formats, n_instances, mode in GRIDS[args.grid]:
-        if args.mode and mode != args.mode:
+        if (args.mode and mode != args.mode) or (args.formats and formats != args.formats) or (
+                args.instances and n_instances != args.instances):
             continue
         for model in MODELS.values():
+            if args.model and model.name != args.model:
+                continue
             started = time.perf_counter()
             found = run_model(formats, n_instances, mode, model, args.reps,
                               resamplings(formats, mode), args.seed)
@@ -446,6 +449,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mode", choices=("ilr", "fixed"), default=None,
                         help="only this mode's rows (run the two in parallel)")
+    parser.add_argument("--formats", type=int, default=None, help="only this space size")
+    parser.add_argument("--instances", type=int, default=None, help="only this N")
+    parser.add_argument("--model", default=None, help="only this model (e.g. 'bad format -0.2')")
     parser.add_argument("--replay", help="an instance x format score matrix (.npz)")
     parser.add_argument("--n", type=int, default=None, help="resamplings of a replayed gate")
     parser.add_argument("--limits", default=None, help="replay: min_worst limits, comma-separated")
