@@ -24,10 +24,12 @@ from pytest_reliable.contract.vocabulary import (
     DEFAULT_POLICY,
     FAIL_ON_EVIDENCE,
     PASS_ON_EVIDENCE,
+    SEARCHES,
     Grouping,
     Mode,
     OrderGrouping,
     Policy,
+    Search,
     is_policy,
 )
 from pytest_reliable.contract.vocabulary import GROUPINGS as GROUPINGS
@@ -95,6 +97,11 @@ class ReliableSpec:
         return "formats" if self.mode == "fixed" else "dimensions"
     stop_early: bool | None = None
     """Stop the resamplings once every verdict is settled; None = ``--reliable-stop-early``."""
+    search: Search | None = None
+    """How resamplings are chosen (SPEC section 14); None = ``--reliable-search``."""
+    min_quantile: tuple[float, float] | None = None
+    """``(q, limit)``: the q-quantile of the format-level scores must clear ``limit``; refused
+    until its bound's error rates are measured (SPEC section 14)."""
     # Release candidate vs baseline (SPEC section 9).
     baseline: str | None = None
     max_regression: float | None = None
@@ -153,6 +160,9 @@ class ReliableArguments(TypedDict, total=False):
     """A named grouping, or a list of the space's dimension names (see GROUPABLE_DIMENSIONS)."""
     order_group_by: OrderGrouping
     stop_early: bool | None
+    search: Search | None
+    """"uniform", "adaptive" or "thompson" (SPEC section 14)."""
+    min_quantile: tuple[float, float] | None
     baseline: str | None
     """A model name for the OpenAI-compatible adapter, or 'local' for the embedded model."""
     max_regression: float | None
@@ -245,9 +255,9 @@ def _unknown(marker: str, kwargs: Mapping[str, Any], allowed: set[str]) -> None:
 def parse_reliable(
     kwargs: Mapping[str, Any], *, space_exists: Callable[[Any], bool], has_baseline: bool = True,
     n_default: int | None = None, decide_default: str = DEFAULT_POLICY,
-    explain_space: Callable[[Any], str] | None = None,
+    explain_space: Callable[[Any], str] | None = None, search_default: str = "uniform",
 ) -> ReliableSpec:
-    """Validate ``@pytest.mark.reliable(**kwargs)``. ``space_exists`` checks a space name;
+    """Validate ``@pytest.mark.reliable(**kwargs)``. ``search_default``: ``--reliable-search``. ``space_exists`` checks a space name;
     ``has_baseline``: whether a baseline is configured outside the marker (fixture, options);
     ``n_default`` / ``decide_default``: the resamplings and the policy of a marker without its own
     (None: not known before the run, as under ``--reliable-n auto``); ``explain_space``: what
@@ -286,6 +296,11 @@ def parse_reliable(
         )
     if values.get("stop_early") is not None and not isinstance(values["stop_early"], bool):
         raise MarkerArgumentError(marker, "stop_early", values["stop_early"], "allowed: True or False")
+    if values.get("search") is not None and values["search"] not in SEARCHES:
+        raise MarkerArgumentError(marker, "search", values["search"],
+                                  "allowed: " + ", ".join(repr(s) for s in SEARCHES))
+    if values.get("min_quantile") is not None:
+        values["min_quantile"] = _quantile(marker, values["min_quantile"])
     _check_space(marker, values.get("space"), space_exists, explain_space)
     _check_baseline(marker, values, has_baseline)
     if "circular" in values and not isinstance(values["circular"], bool):
@@ -295,7 +310,52 @@ def parse_reliable(
                                   "it needs circular=True (the cyclic shifts it is decided on)")
     spec = ReliableSpec(**values)
     check_max_std_resamplings(spec, spec.n or n_default, spec.decide or decide_default)
+    check_search(spec, spec.search or search_default, spec.decide or decide_default)
     return spec
+
+
+def _quantile(marker: str, value: Any) -> tuple[float, float]:
+    allowed = "allowed: a pair (q, limit) with 0 < q < 1 and 0 <= limit <= 1"
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise MarkerArgumentError(marker, "min_quantile", value, allowed)
+    try:
+        q, limit = _number(marker, "min_quantile", value[0]), _number(marker, "min_quantile",
+                                                                     value[1])
+    except MarkerArgumentError:
+        raise MarkerArgumentError(marker, "min_quantile", value, allowed) from None
+    if not (0.0 < q < 1.0 and 0.0 <= limit <= 1.0):
+        raise MarkerArgumentError(marker, "min_quantile", value, allowed)
+    return q, limit
+
+
+ADAPTIVE_REFUSED = {
+    "max_std": "its error rates are not measured under adaptive search (rounds chosen by their "
+               "group are not resamplings drawn from the space, whose spread max_std bounds); "
+               "use search='uniform' for this test",
+}
+"""Thresholds ``search="adaptive"`` refuses up front, and why (SPEC section 14)."""
+
+
+def check_search(spec: ReliableSpec, search: str, decide: str) -> None:
+    """`MarkerArgumentError` for what cannot be decided with its promises kept:
+    ``min_quantile`` under every policy and search (no bound of it has measured error rates
+    yet: SPEC section 14), ``max_std`` under ``search="adaptive"``."""
+    if spec.min_quantile is not None:
+        raise MarkerArgumentError(
+            "reliable", "min_quantile", spec.min_quantile,
+            f"min_quantile is not supported under {decide}: its bound's error rates are not "
+            "measured (SPEC section 14); use min_worst (every group) or min_median instead",
+        )
+    if search == "thompson" and spec.mode != "fixed":
+        raise MarkerArgumentError(
+            "reliable", "search", search,
+            "search='thompson' pulls one format at a time, which needs mode='fixed' (an ilr "
+            "resampling mixes formats); set mode='fixed', or search='uniform'/'adaptive'")
+    if search == "adaptive":
+        for name, why in ADAPTIVE_REFUSED.items():
+            if getattr(spec, name) is not None:
+                raise MarkerArgumentError("reliable", name, getattr(spec, name),
+                                          f"not with search='adaptive': {why}")
 
 
 MAX_STD_MIN_N: dict[Mode, int] = {"ilr": 2, "fixed": 10}

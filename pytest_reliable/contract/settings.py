@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pytest_reliable.contract.vocabulary import DEFAULT_POLICY, Policy
+from pytest_reliable.contract.vocabulary import DEFAULT_POLICY, Policy, Search
 
 RecordMode = Literal["new", "none", "all"]
 """Of the response cache: record new answers, replay only (offline CI), or call again."""
@@ -76,6 +76,8 @@ class Settings:
     n_method: NStarMethod = DEFAULT_N_METHOD
     n_max: int = DEFAULT_N_MAX
     stop_early: bool = False
+    search: Search = "uniform"
+    """``--reliable-search``: how tests without their own ``search=`` choose resamplings."""
     baseline_model: str | None = None
     baseline_base_url: str | None = None
     """Default: ``base_url`` (the same server, another model)."""

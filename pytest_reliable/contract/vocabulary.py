@@ -38,6 +38,10 @@ GROUPINGS: tuple[Grouping, ...] = get_args(Grouping)
 OrderGrouping = Literal["gold_position", "permutations"]
 ORDER_GROUPINGS: tuple[OrderGrouping, ...] = get_args(OrderGrouping)
 
+Search = Literal["uniform", "adaptive", "thompson"]
+"""How a test chooses its resamplings (SPEC section 14), the default first."""
+SEARCHES: tuple[Search, ...] = get_args(Search)
+
 # -- thresholds and their directions ------------------------------------------------------------
 Direction = Literal["min", "max"]
 """``min``: the value must be >= the limit; ``max``: <= the limit."""

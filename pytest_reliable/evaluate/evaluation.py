@@ -483,6 +483,7 @@ class StagedEvaluation:
         self.dataset, self.task, self.settings, self.runner = dataset, task, settings, runner
         self.judging = judging
         self.cells = plan_cells(dataset, task, space, settings)
+        self._rows: dict[int, list[Variant]] | None = None
 
     def run(self, start: int, stop: int, *, canonical: bool) -> ScoreMatrix:
         """Resamplings ``start..stop-1`` (rows of the result), plus the canonical pass if asked."""
@@ -494,6 +495,30 @@ class StagedEvaluation:
         matrix = grade_cells(self.dataset, self.task, chosen, results,
                              replace(self.settings, n=stop), self.judging)
         return replace(matrix, scores=matrix.scores[start:], parsed=matrix.parsed[start:])
+
+    def run_rows(self, rows: Sequence[int], *, first_row: int) -> ScoreMatrix:
+        """The plan's resamplings ``rows`` (any subset, in the order given), without the canonical
+        pass, as rows ``first_row, first_row + 1, ...`` of a matrix that continues one whose
+        first ``first_row`` rows are known (`append_resamplings`). Each cell keeps its plan
+        request (its cache key): only its row number in the matrix changes."""
+        where = {r: first_row + j for j, r in enumerate(rows)}
+        chosen = [replace(c, resampling=where[c.resampling]) for c in self.cells
+                  if c.resampling in where]
+        chosen.sort(key=lambda c: c.resampling)  # rows in the order asked, r-major
+        results = self.runner.run([c.request for c in chosen])
+        stop = first_row + len(rows)
+        matrix = grade_cells(self.dataset, self.task, chosen, results,
+                             replace(self.settings, n=stop), self.judging)
+        return replace(matrix, scores=matrix.scores[first_row:],
+                       parsed=matrix.parsed[first_row:])
+
+    def row_variants(self, row: int) -> list[Variant]:
+        """The variants of every cell of the plan's resampling ``row``."""
+        if self._rows is None:
+            self._rows = {}
+            for c in self.cells:
+                self._rows.setdefault(c.resampling, []).append(c.variant)
+        return self._rows.get(row, [])
 
 
 def append_resamplings(head: ScoreMatrix, tail: ScoreMatrix) -> ScoreMatrix:

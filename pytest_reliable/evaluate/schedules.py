@@ -8,6 +8,9 @@ the gate and the report never ask which one ran.
 - `FixedN`: n resamplings (the marker's ``n``, else ``--reliable-n``, else 10).
 - `StopEarly`: up to n, in batches, stopping once every verdict is settled (`stopping`).
 - `AutoN`: n* from the store or from a pilot (``--reliable-n auto``, `nstar`).
+- `Adaptive`: up to n, in rounds spent on the groups still open (``search="adaptive"``,
+  `adaptive`).
+- `Thompson`: n resamplings pulled format by format (``search="thompson"``, `thompson`).
 
 Another strategy is one class with ``run(evaluator) -> GateRun`` and ``first_round()`` (what it
 calls before any answer is known: ``--reliable-batch`` sends that ahead, `first_round`) and one
@@ -21,18 +24,22 @@ n* lives in four rooms: the statistic `pytest_reliable.stats.reliable_n`, runnin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from pytest_reliable.evaluate.adaptive import Peek, run_adaptive
 from pytest_reliable.evaluate.evaluation import Evaluator, ScoreMatrix
 from pytest_reliable.evaluate.nstar import run_auto
 from pytest_reliable.evaluate.stopping import batch_size, run_until_settled
+from pytest_reliable.evaluate.thompson import exploration_entry, run_thompson
 from pytest_reliable.models.base import AsyncModel
+from pytest_reliable.plan.sampling import dataset_option_count, n_listed_units
+from pytest_reliable.space import Variant
 from pytest_reliable.store.nstar import NStarEntries, NStarEntry, NStarKey
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only
-    from pytest_reliable.schema.entries import NStarCurveEntry
+    from pytest_reliable.schema.entries import ExplorationEntry, NStarCurveEntry
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,13 @@ class GateRun:
     stopped_early: bool = False
     stop_reason: str | None = None
     """Why the resamplings ended where they did, when the test asked to stop early."""
+    search: str = "uniform"
+    """How the resamplings were chosen (SPEC section 14): "uniform", "adaptive", "thompson"."""
+    uniform_rows: int | None = None
+    """The matrix's first rows run in plan order, when later rows were chosen by their group
+    (the mean is taken over these); None: every row is in plan order."""
+    exploration: ExplorationEntry | None = None
+    """``search="thompson"``'s best and worst formats found (never a verdict)."""
 
     @property
     def calls_made(self) -> int:
@@ -122,6 +136,72 @@ class StopEarly:
 
 
 @dataclass(frozen=True)
+class Adaptive:
+    """Up to ``n`` resamplings in rounds, each spent on the groups (pairs, the mean) whose
+    verdict is still open (`adaptive.run_adaptive`); ``peek`` bounds the range claims and
+    ``keys_of_row(r)`` names the groups of the plan's resampling r."""
+
+    n: int
+    thresholds: Mapping[str, tuple[str, float]]
+    decide: str
+    confidence: float
+    peek: Peek
+    keys_of: Callable[[Sequence[Variant]], frozenset[str]]
+    """The range keys of the groups cells with these variants fall in (`adaptive.row_keys`)."""
+    batch: int | None = None
+
+    def run(self, evaluator: Evaluator) -> GateRun:
+        staged = evaluator.staged(self.n)
+        ran = run_adaptive(staged, self.thresholds, decide=self.decide,
+                           confidence=self.confidence, peek=self.peek,
+                           keys_of_row=lambda r: self.keys_of(staged.row_variants(r)),
+                           batch=self.batch)
+        return GateRun(ran.matrix, stopped_early=ran.stopped_early, stop_reason=ran.reason,
+                       search="adaptive",
+                       uniform_rows=(ran.uniform_rows
+                                     if ran.uniform_rows < ran.matrix.n_resamplings else None))
+
+    def first_round(self) -> FirstRound:
+        """The first round only (the plan's first rows, every group): later rounds depend on its
+        answers."""
+        return FirstRound(self.n, first_stage=self.batch or batch_size(self.n), size_known=False)
+
+
+THOMPSON_PLAN_MAX = 2000
+"""The most resamplings a Thompson search plans to list the space's formats (arms)."""
+
+
+@dataclass(frozen=True)
+class Thompson:
+    """FormatSpread's search for the best and worst format under the test's budget of ``n``
+    resamplings (fixed mode; `thompson.run_thompson`), seeded with the test's ``seed``. The
+    thresholds are decided on the cells it drew; the exploration is reported apart."""
+
+    n: int
+    seed: int
+
+    def run(self, evaluator: Evaluator) -> GateRun:
+        # A plan long enough to list every format (fixed mode lists them without replacement),
+        # so an arm exists for each; only ``n`` of its resamplings are pulled.
+        units = n_listed_units(evaluator.space, dataset_option_count(evaluator.dataset) or 2)
+        staged = evaluator.staged(max(self.n, min(units or self.n, THOMPSON_PLAN_MAX)))
+
+        def arm_of(r: int) -> tuple[str, str]:
+            variant = staged.row_variants(r)[0]
+            return variant.format_key, variant.describe()
+
+        ran = run_thompson(staged, budget=self.n, seed=self.seed, arm_of=arm_of)
+        return GateRun(ran.matrix, search="thompson", exploration=exploration_entry(ran),
+                       stop_reason=f"search='thompson': {ran.matrix.n_resamplings} of {self.n} "
+                                   "resamplings pulled by format")
+
+    def first_round(self) -> FirstRound:
+        """The first pull (the plan's first resampling and the canonical pass): later pulls
+        depend on its answers."""
+        return FirstRound(self.n, first_stage=1, size_known=False)
+
+
+@dataclass(frozen=True)
 class AutoN:
     """n* resamplings (``--reliable-n auto``): a stored n*, or a pilot on ``reference`` whose
     first n* resamplings gate when the reference is the model under test (`nstar.run_auto`)."""
@@ -159,4 +239,4 @@ class AutoN:
         return FirstRound(self.key.pilot_n, model=self.reference, size_known=False)
 
 
-__all__ = ["AutoN", "FirstRound", "FixedN", "GateRun", "RunStrategy", "StopEarly"]
+__all__ = ["Adaptive", "AutoN", "FirstRound", "FixedN", "GateRun", "RunStrategy", "StopEarly", "Thompson"]

@@ -160,6 +160,7 @@ class ReliableFixture:
                     kwargs, space_exists=exists,
                     has_baseline=baseline_configured(self._item, settings),
                     n_default=default_resamplings(settings), decide_default=settings.decide,
+                    search_default=settings.search,
                     explain_space=self._state.explain_space,
                 )
             return parse_checklist(kind, (), kwargs, space_exists=exists,

@@ -172,6 +172,7 @@ def parse_item_markers(
         specs["reliable"] = spec = parse_reliable(
             marker.kwargs, space_exists=space_exists, has_baseline=has_baseline,
             n_default=default_resamplings(settings), decide_default=settings.decide,
+            search_default=settings.search,
             explain_space=explain_space,
         )
         if spec.baseline is not None:

@@ -197,6 +197,11 @@ OPTIONS = (
            convert=_integer(1)),
     Option("stop-early", "run resamplings in batches and stop once every threshold's verdict "
            "is settled by anytime-valid bounds (as the marker's stop_early=True).", kind="bool"),
+    Option("search", "how tests without their own search= choose resamplings: uniform "
+           "(default), adaptive (rounds spent on the groups, pairs and mean whose verdict is "
+           "still open, by anytime-valid bounds) or thompson (FormatSpread's exploration of "
+           "the best and worst format, fixed mode; reported, never a verdict).",
+           choices=("uniform", "adaptive", "thompson")),
     Option("seed", "seed of the variant draws: an integer or 'last' (default 0: a gate draws the "
            "same pre-registered variants every run).", convert=_seed),
     Option("model", "model name for the OpenAI-compatible adapter, or 'local' for the embedded "

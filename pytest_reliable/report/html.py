@@ -670,6 +670,27 @@ def reliable_facts(entry: Mapping[str, Any]) -> str:
     ])
 
 
+def exploration_section(entry: Mapping[str, Any]) -> str:
+    """``search="thompson"``'s exploration (SPEC section 14): shown as exploration, never as a
+    verdict."""
+    found = _mapping(entry.get("exploration"))
+    if not found:
+        return ""
+    per_format = _mapping(found.get("per_format"))
+    rows = [[_text(key), _text(_mapping(f).get("description")), _num(_mapping(f).get("score")),
+             _int(_mapping(f).get("cells")), _int(_mapping(f).get("pulls"))]
+            for key, f in per_format.items()]
+    best, worst = _mapping(found.get("best")), _mapping(found.get("worst"))
+    return ("<h3>Exploration (not a verdict)</h3><p>" + _text(found.get("label"), 400) + "</p>"
+            + _facts([("best format found",
+                       f"{_text(best.get('key'))} {_num(best.get('score'))}"),
+                      ("worst format found",
+                       f"{_text(worst.get('key'))} {_num(worst.get('score'))}"),
+                      ("cells asked", _int(found.get("calls")))])
+            + _table(["format", "description", "observed", "cells", "pulls"], rows,
+                     numeric=(2, 3, 4), text=(1,)))
+
+
 def judge_section(entry: Mapping[str, Any]) -> str:
     """The judge's votes and noise (SPEC section 12), when a judge graded the answers."""
     judge = _mapping(entry.get("judge"))
@@ -711,6 +732,7 @@ def reliable_body(entry: Mapping[str, Any]) -> str:
         "<h3>Thresholds</h3>", thresholds_table(entry),
         distributions_section(entry),
         groups_section("Formats", entry.get("formats")),
+        exploration_section(entry),
         groups_section("Orders", entry.get("orders")),
         dimensions_section(entry),
         n_star_section(entry),

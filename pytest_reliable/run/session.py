@@ -8,6 +8,7 @@ translates between pytest and these.
 
 from __future__ import annotations
 
+import functools
 import logging
 import warnings
 from collections.abc import Callable, Sequence
@@ -38,6 +39,7 @@ from pytest_reliable.contract.markers import (
 )
 from pytest_reliable.contract.settings import Settings
 from pytest_reliable.errors import ReliableConfigError
+from pytest_reliable.evaluate.adaptive import row_keys
 from pytest_reliable.evaluate.circular import check_circular, circular_entry, run_circular
 from pytest_reliable.evaluate.evaluation import (
     Calls,
@@ -48,7 +50,15 @@ from pytest_reliable.evaluate.evaluation import (
     greedy_cells,
     run_cells,
 )
-from pytest_reliable.evaluate.schedules import AutoN, FixedN, GateRun, RunStrategy, StopEarly
+from pytest_reliable.evaluate.schedules import (
+    Adaptive,
+    AutoN,
+    FixedN,
+    GateRun,
+    RunStrategy,
+    StopEarly,
+    Thompson,
+)
 from pytest_reliable.models.base import AsyncModel, ModelUsageError, ModelWarning
 from pytest_reliable.models.callables import as_async_model, run_scoped
 from pytest_reliable.models.identity import ProjectModules
@@ -68,6 +78,7 @@ from pytest_reliable.verdict.baseline import (
     choose_baseline,
     compare,
 )
+from pytest_reliable.verdict.claims import range_peek
 from pytest_reliable.verdict.gate import (
     MAX_REGRESSION,
     ThresholdCheck,
@@ -440,13 +451,15 @@ class ReliableSession:
         evaluator = Evaluator(test.dataset, task, test.space, test.evaluation(), test.model,
                               lambda on: self.runner(on, nodeid),
                               None if judge_model is None else judging)
+        if pairing is not None or against is not None:
+            strategy = self.strategy_for(test, compared=True)
         ran = strategy.run(evaluator)
         check_scores(ran.matrix, task, test.dataset)
         summary = summarize(
             ran.matrix, test.space, mode=spec.mode, eps=spec.eps, delta=spec.delta,
             min_cells=spec.min_cells, confidence=spec.confidence,
             group_by=spec.grouping(), order_group_by=spec.order_group_by, n_star=ran.n_star,
-            n_star_curve=ran.n_star_curve,
+            n_star_curve=ran.n_star_curve, mean_rows=ran.uniform_rows,
         )
         summary = with_majority_at_k(summary, ran.matrix)
         circular = None
@@ -540,10 +553,14 @@ class ReliableSession:
             decide=spec.decide or self.settings.decide,
         )
 
-    def strategy_for(self, test: ReliableTest) -> RunStrategy:
+    def strategy_for(self, test: ReliableTest, *, compared: bool = False) -> RunStrategy:
         """n* under ``--reliable-n auto`` (when the marker gives no ``n``), else n resamplings,
-        in batches that may stop early when the marker or ``--reliable-stop-early`` asks."""
+        in batches that may stop early when the marker or ``--reliable-stop-early`` asks, or in
+        rounds spent on open groups under ``search="adaptive"`` (``compared``: a baseline
+        answers the same resamplings, which adaptive search does not choose for it, so it runs
+        them all in plan order)."""
         spec, settings = test.spec, self.settings
+        search = spec.search or settings.search
         stop_early = spec.stop_early if spec.stop_early is not None else settings.stop_early
         if spec.n is None and settings.n == "auto":
             reference = (
@@ -558,13 +575,25 @@ class ReliableSession:
             )
             return AutoN(key, self.cache.nstar, reference,
                          stop_reason="not under --reliable-n auto: n* sizes the run"
-                         if stop_early else None)
+                         if stop_early or search == "adaptive" else None)
         n = int(spec.n or (settings.n if isinstance(settings.n, int) else DEFAULT_N))
-        if not stop_early:
+        if search == "thompson":
+            return Thompson(n, seed=test.seed)
+        if not stop_early and search != "adaptive":
             return FixedN(n)
         thresholds: dict[str, tuple[str, float]] = {
             name: (direction, float(getattr(spec, name)))
             for name, direction in RELIABLE_THRESHOLDS.items() if getattr(spec, name) is not None}
+        if search == "adaptive":
+            if compared:
+                thresholds[MAX_REGRESSION] = ("max", float(spec.max_regression or 0.0))
+            grouping = spec.grouping()
+            return Adaptive(
+                n, thresholds, decide=test.decide, confidence=spec.confidence,
+                peek=range_peek(test.space, mode=spec.mode, grouping=grouping,
+                                min_cells=spec.min_cells, order_group_by=spec.order_group_by),
+                keys_of=functools.partial(row_keys, test.space, grouping),
+            )
         return StopEarly(n, thresholds, decide=test.decide, confidence=spec.confidence)
 
     # -- release candidate vs baseline (SPEC section 9; the work is in baseline.py) ----------
@@ -746,6 +775,8 @@ def _reliable_report(
         n_star_paper=ran.n_star.n_star_paper if ran.n_star else None,
         stopped_early=ran.stopped_early,
         stop_reason=ran.stop_reason,
+        search=ran.search,
+        exploration=ran.exploration,
         spend=spend,
         run_scoped=run_scoped(test.model),
         sampling_arguments=getattr(test.model, "sampling_arguments", None),

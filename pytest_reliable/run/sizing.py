@@ -670,6 +670,15 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
         n = int(spec.n or (settings.n if isinstance(settings.n, int) else 10))
         sizes = Sizes(n, n)
         detail = f"{instances} instances x ({_resamplings(n)} + k={k}) = {instances * (n + k)}"
+        if (getattr(spec, "search", None) or getattr(settings, "search", "uniform")) == "adaptive":
+            from pytest_reliable.evaluate.stopping import batch_size
+
+            # The expected calls under a simulated model are not estimated (yet): the worst case
+            # is what a plan can promise.
+            detail += (f"; search='adaptive': that is the worst case (all {n} resamplings); "
+                       f"rounds of {batch_size(n)} resamplings stop once every threshold is "
+                       f"settled, at least {instances * (min(batch_size(n), n) + k)} calls "
+                       "(the first round)")
     else:
         n_max = int(getattr(settings, "n_max", 1000))
         stored = stored_n_star(session, nodeid, dataset, spec, space, user_model)

@@ -55,6 +55,29 @@ class RangeEntry(TypedDict):
     """How the groups' ``score`` was estimated."""
 
 
+class ExplorationFormat(TypedDict):
+    """One format as ``search="thompson"`` explored it."""
+
+    key: str
+    description: str
+    score: float | None
+    """The observed mean of its cells (None: never pulled)."""
+    cells: int
+    pulls: int
+
+
+class ExplorationEntry(TypedDict):
+    """``search="thompson"``'s exploration (SPEC section 14): never a verdict."""
+
+    label: str
+    best: ExplorationFormat
+    worst: ExplorationFormat
+    calls: int
+    """Cells the search asked for (answers, made or cached)."""
+    formats: int
+    per_format: dict[str, ExplorationFormat]
+
+
 class CanonicalEntry(TypedDict):
     """The canonical pass: pass@1 with its Wilson (or clustered) interval."""
 
@@ -329,6 +352,10 @@ class ReliableEntry(TypedDict):
     n_star_curve: NStarCurveEntry | None
     """The curves behind ``n_star``; null when n* came from the n* store (it keeps n*, not the
     pilot's curves), without n* (fewer than 2 resamplings) and when the verdict is ``error``."""
+    search: str
+    """"uniform", "adaptive" or "thompson" (SPEC section 14)."""
+    exploration: ExplorationEntry | None
+    """``search="thompson"``'s best and worst formats found; null under other searches."""
     stopped_early: bool
     stop_reason: str | None
     calls: CallsEntry

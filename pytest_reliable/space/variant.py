@@ -53,8 +53,13 @@ class Variant:
 
     @property
     def format_key(self) -> str:
-        """A stable short string identifying the format (the format dimensions' values)."""
-        return "f" + content_hash(self.format_values, sort_keys=False)[:10]
+        """A stable short string identifying the format (the format dimensions' values).
+        Cached, as the hash is: a summary keys every cell by it."""
+        cached = self.__dict__.get("_format_key")
+        if cached is None:
+            cached = "f" + content_hash(self.format_values, sort_keys=False)[:10]
+            object.__setattr__(self, "_format_key", cached)
+        return str(cached)
 
     @property
     def marker(self) -> str:

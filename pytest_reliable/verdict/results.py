@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from pytest_reliable.calls.pricing import Spend
 from pytest_reliable.evaluate.evaluation import ScoreMatrix
+from pytest_reliable.evaluate.thompson import exploration_note
 from pytest_reliable.plan.data import Records, record_location
 from pytest_reliable.plan.prompt import render_messages
 from pytest_reliable.schema.entries import (
@@ -21,6 +22,7 @@ from pytest_reliable.schema.entries import (
     CallsEntry,
     CanonicalEntry,
     CircularEntry,
+    ExplorationEntry,
     JudgeEntry,
     PairwiseEntry,
     RangeEntry,
@@ -104,7 +106,12 @@ class ReliableReport:
     """The paper's n* from the same pilot, beside a ``bootstrap`` n*."""
     stopped_early: bool = False
     stop_reason: str | None = None
-    """Why the resamplings ended where they did, under ``stop_early`` (None otherwise)."""
+    """Why the resamplings ended where they did, under ``stop_early`` or
+    ``search="adaptive"`` (None otherwise)."""
+    search: str = "uniform"
+    """How the resamplings were chosen (SPEC section 14)."""
+    exploration: ExplorationEntry | None = None
+    """``search="thompson"``'s best and worst formats (never a verdict)."""
     spend: Spend = field(default_factory=Spend)
     """What the test's calls cost (SPEC section 13): the JSON entry's ``cost``."""
     dataset_hash: str | None = None
@@ -306,6 +313,8 @@ class ReliableReport:
     def notes(self) -> list[str]:
         """Things a reader of the numbers must know (shown under the summary table)."""
         notes = list(self.run_notes)
+        if self.exploration is not None:
+            notes.append(exploration_note(self.exploration))
         if self.summary.k > 1 and self.temperature == 0.0:
             notes.append(
                 f"k={self.summary.k} at temperature 0: the k samples are the same answer, so "
@@ -357,6 +366,8 @@ class ReliableReport:
             "n_star_paper": self.n_star_paper,
             "pilot_n": self.pilot_n,
             "n_star_curve": self.summary.n_star_curve,
+            "search": self.search,
+            "exploration": self.exploration,
             "stopped_early": self.stopped_early,
             "stop_reason": self.stop_reason,
             "calls": {"made": self.calls_made, "cached": self.calls_cached, **self.prompt_tokens},

@@ -281,7 +281,7 @@ def estimate_labelling(
 
 def _range(
     grouping: str, labellings: list[Labelling], scores: np.ndarray,
-    offsets: np.ndarray | None = None, confidence: float = 0.95,
+    offsets: np.ndarray | None = None, confidence: float = 0.95, noise: bool = True,
 ) -> RangeSummary:
     groups = [g for labelling in labellings for g in labelling.groups]
     keyed = {_group_key(labelling, g, len(labellings)): g
@@ -298,7 +298,7 @@ def _range(
     floor = stats.noise_floor(
         scores, [(lab.labels, len(lab.groups)) for lab in labellings if lab.groups],
         permutations=NOISE_PERMUTATIONS, seed=0, offsets=offsets,
-    )
+    ) if noise else None
     return RangeSummary(
         float(values.min()), float(np.median(values)), float(values.max()), grouping, keyed,
         worst, spread_value=float(spread), noise_floor=floor, labellings=labellings,
@@ -354,6 +354,7 @@ def format_range(
     dimensions: dict[str, Labelling],
     offsets: np.ndarray | None = None,
     confidence: float = 0.95,
+    noise: bool = True,
 ) -> RangeSummary:
     """The format range over the pre-registered ``grouping`` (estimated labellings expected in
     ``dimensions``; a formats labelling is built and must be estimated by the caller)."""
@@ -364,7 +365,8 @@ def format_range(
         if grouping == "dimensions" else list(grouping)
     )
     label = "dimensions" if grouping == "dimensions" else "dimensions:" + ",".join(names)
-    found = _range(label, [dimensions[d] for d in names], matrix.scores, offsets, confidence)
+    found = _range(label, [dimensions[d] for d in names], matrix.scores, offsets, confidence,
+                   noise=noise)
     n_options = max((len(c.prompt.displayed) for c in matrix.cells), default=0)
     renderable = _renderable_values(space, n_options)
     found.unobserved = [
@@ -554,8 +556,13 @@ def summarize(
     order_group_by: str = "gold_position",
     n_star: NStarEntry | None = None,
     n_star_curve: NStarCurveEntry | None = None,
+    mean_rows: int | None = None,
 ) -> Summary:
-    """``group_by`` None = the mode's default ("formats" in fixed, "dimensions" in ilr).
+    """``mean_rows``: the matrix's first rows were run in plan order and the rest chosen by
+    their group (``search="adaptive"``): the mean, its bound, the moments and n* are taken over
+    the first ``mean_rows`` only (rows chosen by their group would weigh on them); None: all.
+
+    ``group_by`` None = the mode's default ("formats" in fixed, "dimensions" in ilr).
 
     ``n_star``: n* as the run strategy decided it (``--reliable-n auto``: from a pilot or the
     store), ``n_star_curve`` the curves it was read from (None for a stored n*); ``n_star``
@@ -563,7 +570,8 @@ def summarize(
     """
     grouping = group_by if group_by is not None else ("formats" if mode == "fixed" else "dimensions")
     scores = matrix.scores
-    per_resampling = matrix.resampling_scores()
+    drawn = matrix if mean_rows is None else matrix.head(mean_rows)
+    per_resampling = drawn.resampling_scores()
     moments = stats.moments(per_resampling)
     k, n_instances = matrix.canonical_scores.shape
     first = matrix.canonical_scores[0]
@@ -585,21 +593,8 @@ def summarize(
     orders_lab = orders_labelling(matrix, cells, order_group_by)
     estimate_labelling(scores, orders_lab, confidence, min_cells, resamplings_sampled=sampled)
     orders = _range(order_group_by, [orders_lab], scores, confidence=confidence)
-    offsets = order_offsets(matrix, cells, space, mode, confidence)
-    dims = dimension_labellings(space, cells, shape)
-    listed = listed_values(space, matrix) if sampled else {}
-    for dim, labelling in dims.items():
-        # A value's score averages over the other dimensions' listed values (all drawn twice or
-        # more, or no bound: `stats.paired_group_effects`' averages_over).
-        others = [(dims[o].labels, listed[o]) for o in dims if o != dim and listed.get(o)]
-        estimate_labelling(scores, labelling, confidence, min_cells, offsets, sampled,
-                           spans_variants=True, averages_over=others)
-    if grouping == "formats":
-        formats_lab = formats_labelling(matrix, cells)
-        estimate_labelling(scores, formats_lab, confidence, min_cells, offsets, sampled)
-        formats = _range("formats", [formats_lab], scores, offsets, confidence)
-    else:
-        formats = format_range(space, matrix, grouping, dims, offsets, confidence)
+    formats, dims = format_side(matrix, space, mode=mode, grouping=grouping,
+                                confidence=confidence, min_cells=min_cells)
     unparsed = int((~matrix.parsed).sum() + (~matrix.canonical_parsed).sum())
     return Summary(
         n_resamplings=matrix.n_resamplings,
@@ -625,14 +620,44 @@ def summarize(
         confidence=confidence,
         interval_method=interval_method,
         mean_bound=stats.mean_bound(
-            scores, two_way=variants_sampled(space, matrix, mode)
-        ) if scores.size else None,
-        std_bound=std_bound(scores, mode) if per_resampling.size else None,
+            drawn.scores, two_way=variants_sampled(space, drawn, mode)
+        ) if drawn.scores.size else None,
+        std_bound=std_bound(drawn.scores, mode) if per_resampling.size else None,
         # Each instance's k samples pass or not as a whole: 0/1 per instance, bounded exactly.
         pass_at_k_bound=stats.bounded_mean(at_k_each, of="per-instance pass@k values"),
         pass_hat_k_bound=stats.bounded_mean(hat_k_each, of="per-instance pass^k values"),
         n_star_curve=n_star_curve,
     )
+
+
+def format_side(
+    matrix: ScoreMatrix, space: Space, *, mode: str, grouping: str | tuple[str, ...],
+    confidence: float, min_cells: int, noise: bool = True, peek: bool = False,
+) -> tuple[RangeSummary, dict[str, Labelling]]:
+    """The format range over the pre-registered ``grouping`` (paired, order-adjusted in fixed
+    mode) and every dimension's estimated labelling; ``peek``: the range's bounds only (no noise
+    floor; under the formats grouping no dimension labellings): what an adaptive search's peeks
+    read."""
+    noise = noise and not peek
+    scores, cells = matrix.scores, matrix.resampling_cells()
+    shape = (matrix.n_resamplings, matrix.n_instances)
+    sampled = variants_sampled(space, matrix, mode)
+    offsets = order_offsets(matrix, cells, space, mode, confidence)
+    dims = {} if peek and grouping == "formats" else dimension_labellings(space, cells, shape)
+    listed = listed_values(space, matrix) if sampled and dims else {}
+    for dim, labelling in dims.items():
+        # A value's score averages over the other dimensions' listed values (all drawn twice or
+        # more, or no bound: `stats.paired_group_effects`' averages_over).
+        others = [(dims[o].labels, listed[o]) for o in dims if o != dim and listed.get(o)]
+        estimate_labelling(scores, labelling, confidence, min_cells, offsets, sampled,
+                           spans_variants=True, averages_over=others)
+    if grouping == "formats":
+        formats_lab = formats_labelling(matrix, cells)
+        estimate_labelling(scores, formats_lab, confidence, min_cells, offsets, sampled)
+        formats = _range("formats", [formats_lab], scores, offsets, confidence, noise=noise)
+    else:
+        formats = format_range(space, matrix, grouping, dims, offsets, confidence, noise=noise)
+    return formats, dims
 
 
 # -- self-consistency (SPEC section 12) ----------------------------------------------------------

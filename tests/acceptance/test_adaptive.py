@@ -1,0 +1,195 @@
+"""search="adaptive" (SPEC section 14) as a user meets it: the marker and the option, the entry's
+fields, the cache serving a rerun, and the usage errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.acceptance.helpers import CONFTEST, by_test, run_json, write_project
+
+INSTANCES = 40
+
+ALWAYS_RIGHT = CONFTEST.replace(
+    'return text_model(format_sensitive, id="scripted-format-sensitive")',
+    'return text_model(always_right, id="scripted-always-right")',
+) + r'''
+
+def always_right(prompt: str) -> str:
+    CALLS.append(prompt)
+    return re.search(r"^\W*(\w)\W+\s*right", prompt, re.M).group(1)
+'''
+
+SPACE = '''
+spaces:
+  formats:
+    wrapper: ["({})", "{}.", "{}:", "[{}]"]
+    enumerator: ["upper", "number"]
+'''
+
+TESTS = '''
+import pytest
+from pytest_reliable import Dataset, MultipleChoice
+
+DATA = Dataset.from_records([
+    dict(question=f"Question number {{i}}?", answer=i % 3,
+         choices=[["right answer", "wrong one", "wrong two"][(j - i) % 3] for j in range(3)])
+    for i in range(40)
+])
+
+@pytest.mark.reliable(space="formats", mode="fixed", n=48, min_score=0.5, min_worst=0.5,
+                      max_spread=0.5, search="adaptive")
+def test_adaptive(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+
+@pytest.mark.reliable(space="formats", mode="fixed", n=48, min_score=0.5, min_worst=0.5,
+                      max_spread=0.5)
+def test_uniform(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+'''
+
+
+def _project(pytester: pytest.Pytester, tests: str = TESTS) -> None:
+    write_project(pytester, test_file=tests, conftest=ALWAYS_RIGHT, yaml_text=SPACE)
+
+
+def test_adaptive_search_spends_fewer_calls_and_the_cache_serves_its_rerun(
+    pytester: pytest.Pytester,
+) -> None:
+    _project(pytester)
+    result, report = run_json(pytester)
+    result.assert_outcomes(passed=2)
+    tests = by_test(report)
+    adaptive, uniform = tests["test_adaptive"], tests["test_uniform"]
+    assert adaptive["search"] == "adaptive" and uniform["search"] == "uniform"
+    assert uniform["stopped_early"] is False and uniform["n_resamplings"] == 48
+    assert adaptive["stopped_early"] is True and "settled after" in adaptive["stop_reason"]
+    n = adaptive["n_resamplings"]
+    assert n < 48 / 2
+    assert adaptive["calls"]["made"] + adaptive["calls"]["cached"] == INSTANCES * (n + 1)
+    # per_variant cells are true: every group's cells add up to the cells received.
+    groups = adaptive["formats"]["per_variant"]
+    assert sum(g["cells"] for g in groups.values()) == INSTANCES * n
+    # Every format of the space got its cells (8 formats, enumerated: one resampling each is
+    # evidence), and the rounds stopped once every group was settled.
+    assert len(groups) == 8 and all(g["cells"] >= INSTANCES for g in groups.values())
+    assert "in plan order" in adaptive["stop_reason"]
+    assert adaptive["verdict"] == uniform["verdict"] == "passed"
+
+    again, rerun = run_json(pytester, "-k", "adaptive", name="again.json")
+    again.assert_outcomes(passed=1)
+    second = by_test(rerun)["test_adaptive"]
+    assert second["calls"]["made"] == 0
+    assert second["calls"]["cached"] == adaptive["calls"]["made"] + adaptive["calls"]["cached"]
+    assert second["n_resamplings"] == n
+    assert second["formats"]["per_variant"] == groups
+
+
+def test_the_option_chooses_the_search_of_tests_without_their_own(
+    pytester: pytest.Pytester,
+) -> None:
+    _project(pytester, TESTS.replace(', search="adaptive"', ""))
+    result, report = run_json(pytester, "--reliable-search", "adaptive", "-k", "adaptive")
+    result.assert_outcomes(passed=1)
+    entry = by_test(report)["test_adaptive"]
+    assert entry["search"] == "adaptive" and entry["n_resamplings"] < 48
+
+
+@pytest.mark.parametrize(("arguments", "expected"), [
+    ('search="sometimes"', "*search='sometimes' is not allowed; allowed: 'uniform', "
+                           "'adaptive'*"),
+    ('search="adaptive", max_std=0.1',
+     "*max_std=0.1 is not allowed; not with search='adaptive': its error rates are not "
+     "measured under adaptive search*"),
+    ("min_quantile=(0.1, 0.5)",
+     "*min_quantile is not supported under pass-on-evidence: its bound's error rates are not "
+     "measured*"),
+    ('min_quantile=(0.1, 0.5), decide="fail-on-evidence"',
+     "*min_quantile is not supported under fail-on-evidence*"),
+    ("min_quantile=(1.5, 0.5)", "*min_quantile=(1.5, 0.5) is not allowed; allowed: a pair "
+                                "(q, limit) with 0 < q < 1 and 0 <= limit <= 1*"),
+    ("min_quantile=0.5", "*min_quantile=0.5 is not allowed; allowed: a pair*"),
+])
+def test_what_a_search_cannot_decide_is_a_usage_error_before_any_call(
+    pytester: pytest.Pytester, arguments: str, expected: str,
+) -> None:
+    tests = '''
+import pytest
+from pytest_reliable import Dataset, MultipleChoice
+
+@pytest.mark.reliable(space="formats", n=4, ARGUMENTS)
+def test_it(reliable):
+    reliable.evaluate(Dataset.from_records([dict(question="q?", choices=["right", "wrong"],
+                                                 answer=0)]), MultipleChoice())
+'''.replace("ARGUMENTS", arguments)
+    _project(pytester, tests)
+    result = pytester.runpytest_subprocess()
+    assert result.ret == 4
+    result.stderr.fnmatch_lines([expected])
+    assert "Traceback" not in result.stderr.str()
+    assert not (pytester.path / ".reliable" / "cache.sqlite").exists()
+
+
+def test_a_bad_search_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    _project(pytester)
+    result = pytester.runpytest_subprocess("--reliable-search", "greedy")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*greedy*choose from*uniform*adaptive*"])
+
+
+def test_the_plan_of_an_adaptive_test_states_its_worst_case(pytester: pytest.Pytester) -> None:
+    _project(pytester)
+    result = pytester.runpytest("--reliable-plan", "-k", "adaptive")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([
+        "*40 instances x (48 resamplings + k=1) = 1960; search='adaptive': that is the worst "
+        "case (all 48 resamplings)*"])
+
+
+SENSITIVE = ALWAYS_RIGHT + r'''
+
+def wrong_with_numbers(prompt: str) -> str:
+    """Right except under the number enumerator: there, the label of a wrong option."""
+    CALLS.append(prompt)
+    if re.search(r"^\W*1\W", prompt, re.M):
+        return re.search(r"^\W*(\w)\W+\s*wrong", prompt, re.M).group(1)
+    return re.search(r"^\W*(\w)\W+\s*right", prompt, re.M).group(1)
+'''.replace('text_model(always_right, id="scripted-always-right")', "")
+
+THOMPSON = TESTS.split("@pytest.mark")[0] + '''
+@pytest.mark.reliable(space="formats", mode="fixed", n=6, search="thompson")
+def test_explore(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+'''
+
+
+def test_thompson_reports_an_exploration_never_a_verdict(pytester: pytest.Pytester) -> None:
+    conftest = SENSITIVE.replace('return text_model(always_right, id="scripted-always-right")',
+                                 'return text_model(wrong_with_numbers, id="scripted-numbers")')
+    write_project(pytester, test_file=THOMPSON, conftest=conftest, yaml_text=SPACE)
+    page = pytester.path / "page.html"
+    result, report = run_json(pytester, f"--reliable-html={page}")
+    result.assert_outcomes(passed=1)
+    entry = by_test(report)["test_explore"]
+    assert entry["search"] == "thompson" and entry["n_resamplings"] == 6
+    found = entry["exploration"]
+    assert found["calls"] == 6 * INSTANCES
+    assert sum(f["cells"] for f in found["per_format"].values()) == 6 * INSTANCES
+    assert len(found["per_format"]) == 8
+    assert found["worst"]["score"] == 0.0 and "number" in found["worst"]["description"]
+    assert found["best"]["score"] == 1.0
+    assert "not a verdict" in found["label"]
+    result.stdout.fnmatch_lines(["*exploration (search='thompson', not a verdict): best format*"])
+    html = page.read_text()
+    assert "Exploration (not a verdict)" in html
+    # Other searches carry no exploration.
+    write_project(pytester, test_file=TESTS, conftest=ALWAYS_RIGHT, yaml_text=SPACE)
+    _, uniform = run_json(pytester, "-k", "uniform", name="uniform.json")
+    assert by_test(uniform)["test_uniform"]["exploration"] is None
+
+
+def test_thompson_in_ilr_mode_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    _project(pytester, THOMPSON.replace('mode="fixed", ', ""))
+    result = pytester.runpytest_subprocess()
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*search='thompson' pulls one format at a time, which needs "
+                                 "mode='fixed'*"])

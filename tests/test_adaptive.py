@@ -1,0 +1,102 @@
+"""search="adaptive" (SPEC section 14): when a range is settled, which groups stay open, and the
+benchmark's replay of a score matrix (benchmarks/bench_adaptive.py) on a small synthetic file."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from pytest_reliable.evaluate.adaptive import Claim, range_status, rounds, row_keys
+from pytest_reliable.evaluate.schedules import Adaptive
+from pytest_reliable.evaluate.stopping import batch_size
+from pytest_reliable.space import Space
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def claim(key: str, low: float, high: float) -> Claim:
+    return Claim(frozenset({key}), low, high)
+
+
+def test_a_range_is_open_on_its_unsettled_groups_and_on_groups_no_cell_reached() -> None:
+    claims = [claim("a", 0.7, 0.9), claim("b", 0.55, 0.8)]
+    universe = frozenset({"a", "b", "c"})
+    # "a" clears 0.6; "b" straddles it; "c" has no cell yet.
+    assert range_status("min", 0.6, claims, universe, "pass-on-evidence") == {"b", "c"}
+    assert range_status("min", 0.6, claims, frozenset({"a", "b"}), "estimate") == {"b"}
+    # Every group clears the limit: settled (passing).
+    assert range_status("min", 0.5, claims, frozenset({"a", "b"}), "pass-on-evidence") is None
+
+
+def test_one_group_surely_below_the_limit_settles_the_range_failing() -> None:
+    claims = [claim("a", 0.1, 0.3), claim("b", 0.2, 0.9)]
+    assert range_status("min", 0.5, claims, frozenset({"a", "b", "c"}),
+                        "fail-on-evidence") is None
+
+
+def test_a_spread_is_open_on_both_groups_of_an_unsettled_pair() -> None:
+    pairs = [Claim(frozenset({"x", "y"}), 0.0, 0.3), Claim(frozenset({"x", "z"}), 0.0, 0.05)]
+    assert range_status("max", 0.1, pairs, frozenset({"x", "y", "z"}),
+                        "pass-on-evidence") == {"x", "y"}
+    assert range_status("max", 0.1, [Claim(frozenset({"x", "y"}), 0.2, 0.4)],
+                        frozenset({"x", "y"}), "pass-on-evidence") is None
+
+
+def test_row_keys_name_groups_as_the_ranges_per_variant_does() -> None:
+    space = Space.from_mapping("s", {"wrapper": ["({})", "{}."], "enumerator": ["upper",
+                                                                              "number"]})
+    variant = space.canonical_variant()
+    assert row_keys(space, "dimensions", [variant]) == {"wrapper=({})", "enumerator=upper"}
+    assert row_keys(space, ("wrapper",), [variant]) == {"wrapper=({})"}
+    assert row_keys(space, "formats", [variant]) == {variant.format_key}
+
+
+def test_the_first_round_is_what_batch_mode_sends_ahead_and_peeks_share_alpha() -> None:
+    strategy = Adaptive(40, {"min_worst": ("min", 0.5)}, "pass-on-evidence", 0.95,
+                        peek=lambda m, u, c: {}, keys_of=lambda vs: frozenset())
+    first = strategy.first_round()
+    assert first.first_stage == batch_size(40) and not first.size_known and first.n == 40
+    assert rounds(40, batch_size(40)) == math.ceil(40 / batch_size(40))
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_adaptive",
+                                                  ROOT / "benchmarks" / "bench_adaptive.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_adaptive"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmark_replays_both_searches_on_a_score_matrix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    bench = _bench()
+    space = bench.space_of(8)
+    variants = list(bench._variants_by_key(space).values())
+    dims = ("instruction", "enumerator", "wrapper")
+    formats = [json.dumps({d: v.value(d) for d in dims}) for v in variants]
+    rng = np.random.default_rng(0)
+    scores = (rng.random((60, len(formats))) < 0.97).astype(float)
+    scores[:, 3] = (rng.random(60) < 0.5)  # one bad format, about 0.5
+    path = tmp_path / "matrix.npz"
+    np.savez(path, scores=scores, formats=np.array(formats),
+             instance_ids=np.array([f"r{i}" for i in range(60)]))
+    assert bench.main(["--replay", str(path), "--reps", "2", "--limits", "0.2,0.9"]) == 0
+    out = capsys.readouterr().out
+    assert "60 instances x 8 formats" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith(("ilr", "fixed"))]
+    assert len(rows) == 2 * 2 * 2  # modes x limits x policies
+    for mode, limit, decide, uniform, adaptive, agree, calls, ratio in rows:
+        if limit == "0.90":  # the bad format is far below: both searches fail it
+            assert float(uniform) == float(adaptive) == 0.0
+        used_u, used_a = (int(c) for c in calls.split("/"))
+        assert used_a <= used_u and float(ratio) >= 1.0
