@@ -402,7 +402,8 @@ ENTRY_TABLES = {
     "NStarCurveEntry": "NStarCurveEntry", "CircularEntry": "CircularEntry",
     "JudgeEntry": "JudgeEntry", "JudgeCallsEntry": "JudgeCallsEntry",
     "PairwiseEntry": "PairwiseEntry", "WinRateEntry": "WinRateEntry",
-    "FailureEntry": "FailureEntry",
+    "FailureEntry": "FailureEntry", "ExplorationEntry": "ExplorationEntry",
+    "ExplorationFormat": "ExplorationFormat",
 }
 
 
