@@ -16,8 +16,8 @@ Two parts, both through the plugin's own code:
 - end to end: one regime per claim through ``ReliableSession.run_reliable`` (plan, rendering,
   runner, grading, summary, gate) with a simulated model of known truth.
 
-Also (informational): the share of runs sized by a bootstrap n* from a small pilot that keep the
-mean within eps (`n_star_pilots`).
+Also: how well a bootstrap n* keeps its promise for fresh resamplings, per criterion, and what it
+costs (`n_star_pilots`; ``--n-star-only`` runs it alone).
 
 Every threshold is set exactly at its truth. Printed per regime, with the Monte Carlo standard
 error: the pass-on-evidence pass rate (target <= alpha + 2 SE) and the fail-on-evidence fail rate
@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy import special
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -272,47 +273,203 @@ def power_cost(reps: int) -> None:
                   f"(+- {r.std(ddof=1) / math.sqrt(r.size):.3f})", flush=True)
 
 
-# -- n* from small pilots ----------------------------------------------------------------------
-N_STAR_EPS, N_STAR_DELTA, N_STAR_MAX, N_STAR_SUBSETS = 0.02, 0.1, 1000, 2000
-COLLAPSE_SHARE, COLLAPSED, HEALTHY, HEALTHY_SD = 0.04, 0.30, 0.70, 0.02
-"""The pilot's model: per-resampling scores from a space where a format collapses 4% of the time
-(score 0.30), the others N(0.70, 0.02)."""
+# -- max_std over the regimes of issue 31 ------------------------------------------------------
+STD_P = 0.7
+STD_LEVELS, STD_SHARES = np.array([0.75, 0.5625]), np.array([2 / 3, 1 / 3])
+"""The format-sensitive structure's two families: a third of the formats a quarter worse."""
 
 
-def n_star_pilots(reps: int, pilots: tuple[int, ...] = (10, 20, 30, 100)) -> None:
-    """``--reliable-n auto``'s bootstrap n* (SPEC 7) from pilots of each size: the share of runs
-    whose n* fresh resamplings keep the mean within eps of the space's (promised: 1 - delta).
-    A small pilot often sees no collapsed format, so its n* is small and the runs it sizes miss
-    the collapses' share of the mean: the terminal and the HTML page say so for pilots under 30
-    (`report.format.small_pilot_note`). Informational (SPEC 7's n_star_reliable is a statement
-    about the pilot's own curves, not a target here). ``subsets`` is 2,000, not the plugin's
-    10,000, to keep the run short: it sets the bootstrap's own precision, while the rates turn
-    on whether a pilot saw a collapse at all."""
-    truth = COLLAPSE_SHARE * COLLAPSED + (1 - COLLAPSE_SHARE) * HEALTHY
-    rng = np.random.default_rng(19)
+def _beta_accuracy(u: np.ndarray, level: float, icc: float) -> np.ndarray:
+    """An instance's accuracy at a format of mean ``level``: the Beta(mean level, intra-class
+    correlation icc) quantile of the instance's own uniform (comonotone across formats)."""
+    concentration = 1.0 / icc - 1.0
+    return np.asarray(special.betaincinv(level * concentration, (1 - level) * concentration, u))
 
-    def draw(size: int) -> np.ndarray:
-        collapsed = rng.random(size) < COLLAPSE_SHARE
-        return np.where(collapsed, COLLAPSED, rng.normal(HEALTHY, HEALTHY_SD, size))
 
-    print(f"\n# n* (bootstrap) from a pilot: eps {N_STAR_EPS}, delta {N_STAR_DELTA} (promised "
-          f"{1 - N_STAR_DELTA:.2f} within eps), a format collapsing {COLLAPSE_SHARE:.0%} of the "
-          f"time, {reps} pilots each; n* capped at {N_STAR_MAX}")
-    for pilot in pilots:
-        within, sizes, flagged = [], [], 0
-        started = time.perf_counter()
-        for _ in range(reps):
-            found = stats.min_reliable_n(draw(pilot), eps=N_STAR_EPS, delta=N_STAR_DELTA,
-                                         method="bootstrap", n_max=N_STAR_MAX,
-                                         subsets=N_STAR_SUBSETS)
-            n = min(int(found.n_star), N_STAR_MAX)
-            flagged += not found.reliable
-            sizes.append(n)
-            within.append(abs(float(draw(n).mean()) - truth) <= N_STAR_EPS)
-        r, se = rate(within)
-        print(f"  pilot {pilot:4}: within eps {r:.3f} +- {se:.3f}, median n* "
-              f"{np.median(sizes):.0f}, n_star_reliable false {flagged / reps:.3f} "
-              f"({time.perf_counter() - started:.0f} s)", flush=True)
+def std_cells(rng: np.random.Generator, structure: str, mode: str, N: int, n: int,
+              icc: float) -> np.ndarray:
+    """One (n, N) matrix of 0/1 cells. ``insensitive``: instance accuracy Beta(0.7, icc), every
+    cell a fresh Bernoulli draw whatever the format. ``format``: each format belongs to a family
+    (`STD_LEVELS`), an instance's accuracy at a family is `_beta_accuracy`, so the family
+    effect is felt by the instances in the middle of the difficulty range only. Formats come from
+    a space too large to repeat one: fixed mode one per resampling, ilr one per cell."""
+    u = rng.random(N)
+    if structure == "insensitive":
+        p = np.broadcast_to(_beta_accuracy(u, STD_P, icc), (n, N))
+    else:
+        by_family = np.stack([_beta_accuracy(u, level, icc) for level in STD_LEVELS])
+        shape = n if mode == "fixed" else (n, N)
+        family = (rng.random(shape) < STD_SHARES[1]).astype(int)
+        p = by_family[family] if mode == "fixed" else np.take_along_axis(by_family, family, 0)
+    return (rng.random((n, N)) < p).astype(float)
+
+
+def std_truth(structure: str, mode: str, N: int, icc: float, datasets: int = 100_000) -> float:
+    """sqrt(E[sigma_D^2]) over datasets D of N instances: the claim is about instances like the
+    dataset's. sigma_D^2, the variance of a resampling's score given D: ilr, mean_i v_i / N
+    (v_i = a_i (1 - a_i), a_i the instance's accuracy over formats); fixed, the variance of the
+    family means over D plus the cells' own noise."""
+    rng = np.random.default_rng(99)
+    u = rng.random((max(datasets // N, 200), N))
+    if structure == "insensitive":
+        a = _beta_accuracy(u, STD_P, icc)
+        return math.sqrt(float(np.mean(a * (1 - a))) / N)
+    by_family = np.stack([_beta_accuracy(u, level, icc) for level in STD_LEVELS])
+    if mode == "ilr":
+        a = np.tensordot(STD_SHARES, by_family, 1)
+        return math.sqrt(float(np.mean(a * (1 - a))) / N)
+    means = by_family.mean(axis=2)
+    between = STD_SHARES[0] * STD_SHARES[1] * (means[0] - means[1]) ** 2
+    noise = np.tensordot(STD_SHARES, (by_family * (1 - by_family)).mean(axis=2), 1) / N
+    return math.sqrt(float(np.mean(between + noise)))
+
+
+def max_std_grid(reps: int, quick: bool, missed: list[str]) -> None:
+    """Issue 31 item 1: ``max_std`` exactly at its truth, N = 8, 16, 30, 100, n = 2 to 30,
+    intra-instance correlation 0.2 and 0.8, through ``summary.std_bound`` and the gate, under
+    both policies. Fixed mode below n = 10 is refused at collection (`MAX_STD_MIN_N`), and
+    fail-on-evidence with more resamplings than instances before any call
+    (`max_std_least_instances`): those cells print "refused"."""
+    from pytest_reliable.contract.markers import MAX_STD_MIN_N, max_std_least_instances
+
+    sizes = (8, 30) if quick else (8, 16, 30, 100)
+    resamplings = (2, 10) if quick else (2, 3, 5, 10, 30)
+    print(f"\n# max_std at its truth ({reps} repetitions per cell; PoE pass rate, FoE fail rate, "
+          "+- MC SE; target <= 0.05 + 2 SE)")
+    print("| structure | mode | icc | N | n | truth | PoE pass | FoE fail |")
+    print("|---|---|---|---|---|---|---|---|")
+    for structure in ("insensitive", "format"):
+        for mode in ("ilr", "fixed"):
+            for icc in (0.2, 0.8):
+                for N in sizes:
+                    truth = std_truth(structure, mode, N, icc)
+                    for n in resamplings:
+                        if n < MAX_STD_MIN_N[mode]:  # type: ignore[index]
+                            continue
+                        label = f"{structure} {mode} icc={icc} N={N} n={n}"
+                        rng = np.random.default_rng(zlib.crc32(label.encode()))
+                        hits: dict[str, list[bool]] = {POE: [], FOE: []}
+                        refused = N < max_std_least_instances(mode, n)
+                        for _ in range(reps):
+                            evidence = std_evidence(std_bound(
+                                std_cells(rng, structure, mode, N, n, icc), mode))
+                            hits[POE].append(passes("max_std", truth, evidence, POE))
+                            hits[FOE].append(not passes("max_std", truth, evidence, FOE))
+                        cells = []
+                        for policy in (POE, FOE):
+                            r, se = rate(hits[policy])
+                            if policy == FOE and refused:
+                                cells.append(f"refused (was {r:.3f} +- {se:.3f})")
+                                continue
+                            ok = r <= ALPHA + 2 * se
+                            if not ok:
+                                missed.append(f"max_std {label} {policy}: {r:.3f} +- {se:.3f}")
+                            cells.append(f"{r:.3f} +- {se:.3f}{'' if ok else ' !'}")
+                        print(f"| {structure} | {mode} | {icc} | {N} | {n} | {truth:.4f} | "
+                              f"{cells[0]} | {cells[1]} |", flush=True)
+
+
+# -- n* from pilots -------------------------------------------------------------------------------
+N_STAR_DELTA, N_STAR_MAX, N_STAR_SUBSETS = 0.1, 1000, 2000
+FRESH_RUNS = 20_000
+"""Fresh runs per n behind each coverage curve (its Monte Carlo error: at most 0.004 at 0.9)."""
+
+
+@dataclass(frozen=True)
+class Pilots:
+    """Per-resampling scores of a space whose formats score as ``draw`` draws them."""
+
+    name: str
+    draw: Callable[[np.random.Generator, tuple[int, ...] | int], np.ndarray]
+    mean: float
+    sd: float
+    eps: float
+
+
+def pilot_models() -> list[Pilots]:
+    def normal(rng: np.random.Generator, size: tuple[int, ...] | int) -> np.ndarray:
+        return rng.normal(0.7, 0.032, size)
+
+    def skewed(rng: np.random.Generator, size: tuple[int, ...] | int) -> np.ndarray:
+        low = rng.random(size) < 0.10
+        return np.where(low, 0.5, 0.7) + 0.02 * rng.standard_normal(size)
+
+    def tail(rng: np.random.Generator, size: tuple[int, ...] | int) -> np.ndarray:
+        return 0.8 - rng.gamma(1.0, 0.05, size)
+
+    def rare(rng: np.random.Generator, size: tuple[int, ...] | int) -> np.ndarray:
+        return np.where(rng.random(size) < 0.04, 0.30, rng.normal(0.70, 0.02, size))
+
+    return [
+        Pilots("normal N(0.7, 0.032^2)", normal, 0.7, 0.032, 0.01),
+        Pilots("skewed: 10% of formats at 0.5", skewed, 0.68, math.sqrt(0.1 * 0.9 * 0.04 + 4e-4),
+               0.01),
+        Pilots("long tail: 0.8 - Exp(0.05)", tail, 0.75, 0.05, 0.01),
+        Pilots("rare: 4% of formats collapse to 0.3", rare, 0.684,
+               math.sqrt(0.04 * 0.96 * 0.16 + 0.96 * 4e-4), 0.02),
+    ]
+
+
+def coverage_curves(model: Pilots, seed: int = 5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per n (index n, 1..N_STAR_MAX): the share of fresh runs of n resamplings whose mean, whose
+    population standard deviation, and both, lie within eps of the space's."""
+    rng = np.random.default_rng(seed)
+    sums = np.zeros((3, N_STAR_MAX + 1))
+    n = np.arange(1, N_STAR_MAX + 1)
+    for start in range(0, FRESH_RUNS, 2000):
+        x = model.draw(rng, (min(2000, FRESH_RUNS - start), N_STAR_MAX))
+        mean = np.cumsum(x, axis=1) / n
+        sd = np.sqrt(np.maximum(np.cumsum(x * x, axis=1) / n - mean * mean, 0.0))
+        ok_mean = np.abs(mean - model.mean) <= model.eps
+        ok_sd = np.abs(sd - model.sd) <= model.eps
+        sums[0, 1:] += ok_mean.sum(axis=0)
+        sums[1, 1:] += ok_sd.sum(axis=0)
+        sums[2, 1:] += (ok_mean & ok_sd).sum(axis=0)
+    curves = sums / FRESH_RUNS
+    return curves[0], curves[1], curves[2]
+
+
+def n_star_pilots(reps: int, pilots: tuple[int, ...] = (10, 30, 100)) -> None:
+    """``--reliable-n auto``'s bootstrap n* (SPEC 7, `stats.min_reliable_n`) from pilots of each
+    size, on four spaces: the share of fresh runs of n* resamplings that keep the mean (and the
+    standard deviation, and both) within eps of the space's (promised: 1 - delta = 0.90), what
+    each criterion costs (its median n*, against the n a known space needs for 0.90), and how
+    often n_star_reliable is false (a pilot under 30, or n* beyond the cap). Pilots are the
+    independent units: each coverage is the mean over pilots of the exact share at its n*
+    (tabulated from `FRESH_RUNS` fresh runs per n), with the MC error over pilots.
+    ``subsets`` is 2,000, not the plugin's 10,000, to keep the run short."""
+    print(f"\n# n* (bootstrap) from a pilot: delta {N_STAR_DELTA} (promised 0.90 within eps), "
+          f"{reps} pilots each; n* capped at {N_STAR_MAX}; coverage +- MC SE over pilots; "
+          "'needs' = the n a known space needs for 0.90")
+    print("| space (eps) | pilot | mean: needs, median n*_mean, coverage there | sd: needs, "
+          "median n*_sd, coverage there | median n* | at n*: mean within eps, both | not "
+          "reliable |")
+    print("|---|---|---|---|---|---|---|")
+
+    def se(values: np.ndarray) -> float:
+        return float(values.std(ddof=1) / math.sqrt(values.size))
+
+    for model in pilot_models():
+        mean_c, sd_c, both_c = coverage_curves(model)
+        needs_mean = int(np.argmax(mean_c >= 0.9)) if (mean_c >= 0.9).any() else None
+        needs_sd = int(np.argmax(sd_c >= 0.9)) if (sd_c >= 0.9).any() else None
+        rng = np.random.default_rng(19)
+        for pilot in pilots:
+            found = [stats.min_reliable_n(model.draw(rng, pilot), eps=model.eps,
+                                          delta=N_STAR_DELTA, method="bootstrap",
+                                          n_max=N_STAR_MAX, subsets=N_STAR_SUBSETS, seed=i)
+                     for i in range(reps)]
+            n_mean = np.array([min(f.n_star_mean, N_STAR_MAX) for f in found])
+            n_sd = np.array([min(f.n_star_var, N_STAR_MAX) for f in found])
+            n_all = np.maximum(n_mean, n_sd)
+            flagged = float(np.mean([not f.reliable for f in found]))
+            at_mean, at_sd = mean_c[n_mean], sd_c[n_sd]
+            at_n, both = mean_c[n_all], both_c[n_all]
+            print(f"| {model.name} ({model.eps:g}) | {pilot} | {needs_mean}, "
+                  f"{np.median(n_mean):.0f}, {at_mean.mean():.3f} +- {se(at_mean):.3f} | "
+                  f"{needs_sd}, {np.median(n_sd):.0f}, {at_sd.mean():.3f} +- {se(at_sd):.3f} | "
+                  f"{np.median(n_all):.0f} | {at_n.mean():.3f} +- {se(at_n):.3f}, "
+                  f"{both.mean():.3f} +- {se(both):.3f} | {flagged:.2f} |", flush=True)
 
 
 # -- end to end ---------------------------------------------------------------------------------
@@ -373,10 +530,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-star-reps", type=int, default=300,
                         help="pilots per size for the n* part (0: skip it)")
     parser.add_argument("--n-star-only", action="store_true", help="run only the n* part")
+    parser.add_argument("--std-grid-only", action="store_true",
+                        help="run only the max_std grid (issue 31 item 1)")
+    parser.add_argument("--std-reps", type=int, default=300, help="the max_std grid's")
     args = parser.parse_args(argv)
     if args.n_star_only:
         n_star_pilots(30 if args.quick else args.n_star_reps)
         return 0
+    if args.std_grid_only:
+        grid_missed: list[str] = []
+        max_std_grid(60 if args.quick else args.std_reps, args.quick, grid_missed)
+        print("MISSED: " + "; ".join(grid_missed) if grid_missed else "every target met")
+        return 1 if grid_missed else 0
     reps, e2e = (100, 20) if args.quick else (args.reps, args.e2e_reps)
     started = time.perf_counter()
     print(f"# small samples: thresholds at their truth, confidence {CONFIDENCE}, {reps} "

@@ -588,15 +588,16 @@ def test_thresholds_follow_the_policy(decide: str, passes_01: bool, passes_085: 
     assert result.rate == 0.0 and result.pairs == 6 and check.decide == decide
     assert result.passed is passes_01  # 6 clean pairs cannot vouch for <= 10%
     if decide == "pass-on-evidence":
-        assert check.bound == pytest.approx(wilson_interval(0, 6, 0.90)[1])  # one-sided 95%
-        assert "upper bound" in result.message() and "Wilson" in check.method
+        # The exact one-sided 95% upper bound of 0 flips in 6 pairs: 1 - 0.05^(1/6).
+        assert check.bound == pytest.approx(1 - 0.05 ** (1 / 6))
+        assert "upper bound" in result.message() and "Clopper-Pearson" in check.method
     data = [{"text": "I loved it", "label": "positive"}] * 30
     mft = run_mft(data, Batched(sentiment_model), confidence=0.95, decide=decide,
                   min_pass=0.85)
-    assert mft.passed is passes_085  # one-sided lower bound 30 / (30 + z^2) = 0.917 >= 0.85
+    assert mft.passed is passes_085  # exact one-sided lower bound 0.05^(1/30) = 0.905 >= 0.85
     strict = run_mft(data, Batched(sentiment_model), confidence=0.95, decide=decide,
                      min_pass=0.95)
-    assert strict.rate == 1.0 and strict.passed is passes_095  # 0.917 < 0.95
+    assert strict.rate == 1.0 and strict.passed is passes_095  # 0.905 < 0.95
     assert result.as_dict()["decide"] == decide
 
 
@@ -620,13 +621,15 @@ def test_zero_tolerance_is_exact_under_every_policy(decide: str) -> None:
 
 
 def test_several_pairs_of_one_example_are_clustered() -> None:
-    """Two perturbations of each example: the bound is clustered by example (pairs of one
-    example are correlated), and one pair per example gives Wilson's bound."""
+    """Two perturbations of each example: the bound is on the examples (pairs of one example are
+    correlated), and one pair per example gives the exact binomial bound."""
     both = [resolve_perturbation(name, kind="invariance") for name in ("punctuation", "casing")]
     result = run_invariance(examples(INV_SENTENCES), both, Batched(vocabulary_model), seed=0,
                             max_flip_rate=0.5)
     assert result.pairs == 2 * len(INV_SENTENCES)
-    assert "clustered by example" in str(result.thresholds[0].method)
+    # Every example gives two pairs: the bound is on the examples' own rates (Gaffke's, exact
+    # when they are all 0 or 1), not on 12 independent pairs.
+    assert "6 examples' rates (2 pairs each)" in str(result.thresholds[0].method)
 
 
 def test_message_and_as_dict() -> None:

@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
-# About 1,500 calls fit 10 minutes on 2 quiet cores (0.35 s a call with prefix reuse,
-# /work/notes/exp.md section C). The plan counts the canonical passes that tests share once per
-# test (4 x 60 calls made once) and the calls early stopping saves, so it may exceed that a little.
-PLANNED_CALLS_BUDGET = 1700
+# 10 minutes on 2 quiet cores at 0.35 s a call with prefix reuse (/work/notes/exp.md section C).
+# The plan counts the canonical pass that four tests share once per test (4 x 60 counted, 60
+# made), and a sized test at its likely n* (issue 28.3), so it may exceed the calls made.
+CALLS_IN_TEN_MINUTES = int(600 / 0.35)
+SHARED_CANONICAL_COUNTED_AGAIN = 3 * 60
+PLANNED_CALLS_BUDGET = CALLS_IN_TEN_MINUTES + SHARED_CANONICAL_COUNTED_AGAIN
 
 
 def test_the_reviews_are_sixty_distinct_and_balanced() -> None:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pytest_reliable import stats
+from pytest_reliable.calls.requests import CallResult
 from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.evaluate.evaluation import (
     CellResult,
@@ -18,6 +19,9 @@ from pytest_reliable.evaluate.evaluation import (
     grade_cells,
 )
 from pytest_reliable.evaluate.evaluation import plan_cells as make_cells
+from pytest_reliable.models.base import ModelResponse
+from pytest_reliable.space import Space
+from pytest_reliable.tasks.builtin import MultipleChoice
 from pytest_reliable.verdict.gate import (
     ThresholdCheck,
     decide_thresholds,
@@ -25,11 +29,7 @@ from pytest_reliable.verdict.gate import (
     reliable_thresholds,
     spread_evidence,
 )
-from pytest_reliable.models.base import ModelResponse
-from pytest_reliable.calls.requests import CallResult
-from pytest_reliable.space import Space
 from pytest_reliable.verdict.summary import summarize
-from pytest_reliable.tasks.builtin import MultipleChoice
 
 
 def _bound(p: float, n_inst: int = 50, n: int = 10, seed: int = 0) -> stats.ProportionBound:

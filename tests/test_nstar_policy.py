@@ -14,7 +14,7 @@ import pytest
 from pytest_reliable import stats
 from pytest_reliable.evaluate.evaluation import ScoreMatrix, append_resamplings
 from pytest_reliable.evaluate.nstar import run_auto
-from pytest_reliable.store.nstar import NStarKey, NStarStore
+from pytest_reliable.store.nstar import NStarEntry, NStarKey, NStarStore
 
 N_INSTANCES = 4
 STREAM = 0.7 + 0.05 * np.random.default_rng(5).standard_normal(5000)
@@ -54,7 +54,8 @@ def test_bootstrap_extends_the_pilot_and_calls_only_the_new_resamplings(tmp_path
     outcome = run_auto(key(), NStarStore(tmp_path), reference_is_model=True,
                        run=model.run, extend=model.extend)
     expected = stats.min_reliable_n(STREAM[:10], 0.01, 0.1, method="bootstrap").n_star
-    assert outcome.n_star == expected > 10 and outcome.reliable
+    # A bootstrap pilot under 30 cannot vouch for its n* (SPEC 7): not reliable, but it gates.
+    assert outcome.n_star == expected > 10 and not outcome.reliable
     assert outcome.source == "pilot" and outcome.pilot_n == 10 and outcome.method == "bootstrap"
     assert outcome.n_star_paper == stats.min_reliable_n(STREAM[:10], 0.01, 0.1).n_star <= 10
     assert model.runs == [(0, 10, True), (10, expected, False)]
@@ -68,7 +69,8 @@ def test_a_stored_n_star_is_reused_without_a_pilot(tmp_path: Path) -> None:
                      run=SimulatedModel().run, extend=SimulatedModel().extend)
     model = SimulatedModel()
     again = run_auto(key(), store, reference_is_model=True, run=model.run, extend=model.extend)
-    assert again.source == "store" and again.pilot_n is None
+    # A stored n* keeps its pilot's size, and so says the same: not reliable from 10 (SPEC 7).
+    assert again.source == "store" and again.pilot_n == 10 and not again.reliable
     assert model.runs == [(0, first.n_star, False)]
     assert (again.n_star, again.n_star_paper) == (first.n_star, first.n_star_paper)
     np.testing.assert_array_equal(again.matrix.scores, first.matrix.scores)
@@ -111,3 +113,31 @@ def test_method_and_cap_are_part_of_the_key(tmp_path: Path, method: str) -> None
     outcome = run_auto(key(other), store, reference_is_model=True, run=model.run,
                        extend=model.extend)
     assert outcome.source == "pilot" and outcome.method == other
+
+
+def test_a_stored_n_star_from_a_small_pilot_stays_not_reliable_whatever_was_stored(
+    tmp_path: Path,
+) -> None:
+    """An entry an older version stored (reliable, no pilot size) from a bootstrap pilot of 10:
+    a later run reads it with the key's pilot size and as not reliable; from 30 it stands."""
+    store = NStarStore(tmp_path)
+    store.put(key(pilot_n=10), NStarEntry(12, True, 0.004, 9))
+    store.put(key(pilot_n=30), NStarEntry(12, True, 0.004, 9))
+    small = run_auto(key(pilot_n=10), store, reference_is_model=True,
+                     run=SimulatedModel().run, extend=SimulatedModel().extend)
+    assert small.source == "store" and small.pilot_n == 10 and not small.reliable
+    enough = run_auto(key(pilot_n=30), store, reference_is_model=True,
+                      run=SimulatedModel().run, extend=SimulatedModel().extend)
+    assert enough.pilot_n == 30 and enough.reliable
+    paper = NStarStore(tmp_path / "paper")
+    paper.put(key("paper", pilot_n=10), NStarEntry(8, True, 0.004))
+    assert run_auto(key("paper", pilot_n=10), paper, reference_is_model=True,
+                    run=SimulatedModel().run, extend=SimulatedModel().extend).reliable
+
+
+def test_the_pilot_size_is_stored_with_n_star(tmp_path: Path) -> None:
+    store = NStarStore(tmp_path)
+    run_auto(key(pilot_n=30), store, reference_is_model=True, run=SimulatedModel().run,
+             extend=SimulatedModel().extend)
+    stored = store.get(key(pilot_n=30))
+    assert stored is not None and stored.pilot_n == 30

@@ -96,3 +96,29 @@ def test_lower_bound_covers_at_the_promised_rate(p: float) -> None:
     mc = math.sqrt(0.9 * 0.1 / reps)
     print(f"p={p}: coverage {rate:.3f} +- {mc:.3f}")
     assert rate >= 0.90 - 3 * mc
+
+
+def test_instance_jackknife_is_the_leave_one_instance_out_variance_of_s2() -> None:
+    from pytest_reliable.stats.bounds import instance_jackknife
+
+    rng = np.random.default_rng(4)
+    cells = (rng.random((12, 9)) < rng.random(9)).astype(float)
+    left_out = [np.var(np.delete(cells, i, axis=1).mean(axis=1), ddof=1) for i in range(9)]
+    brute = 8 / 9 * float(np.sum((np.array(left_out) - np.mean(left_out)) ** 2))
+    assert instance_jackknife(cells) == pytest.approx(brute)
+
+
+def test_a_format_effect_only_some_instances_feel_widens_the_fixed_mode_std_bound() -> None:
+    """Issue 31 item 1: with a bad format felt by 3 of 8 instances, which instances were drawn
+    decides the spread over resamplings; the bound's degrees of freedom see it (the per-instance
+    variance rule it replaced saw only each instance's own cell noise)."""
+    rng = np.random.default_rng(5)
+    n, n_inst = 30, 8
+    bad = rng.random(n) < 1 / 3
+    feels = np.arange(n_inst) < 3
+    accuracy = np.where(bad[:, None] & feels[None, :], 0.1, 0.9)
+    cells = (rng.random((n, n_inst)) < accuracy).astype(float)
+    bound = stats.sample_std_bound(cells.mean(axis=1), cells)
+    plain = stats.sample_std_bound(cells.mean(axis=1))
+    assert bound.df < 0.5 * plain.df
+    assert bound.lower(0.95) < plain.lower(0.95)

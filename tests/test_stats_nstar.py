@@ -298,7 +298,8 @@ def test_paper_is_still_the_default() -> None:
 
 
 def brute_bootstrap_upper(x: np.ndarray, n: int, delta: float, draws: int, seed: int) -> float:
-    """The bootstrap recipe literally, for one size: draws of n scores with replacement."""
+    """The bootstrap recipe literally, for one size: draws of n scores with replacement, the
+    (1 - delta/2) percentile of the mean's absolute deviation (SPEC section 7)."""
     rng = np.random.default_rng(seed)
     means = x[rng.integers(0, len(x), size=(draws, n))].mean(axis=1)
     return float(np.percentile(np.abs(means - x.mean()), 100 * (1 - delta / 2)))
@@ -324,7 +325,8 @@ def test_bootstrap_may_exceed_the_pilot_and_paper_may_not() -> None:
     # The fresh-resampling answer: (z_{0.975} * sd / eps)^2 at this pilot's sd inflated to its
     # upper 90% bound (a pilot of 10 may have missed the tail: about 2.2 times the resamplings).
     expected = (1.96 * float(np.std(x)) * pilot_inflation(10, 0.1) / 0.01) ** 2
-    assert boot.reliable and boot.n_star > 10
+    # A pilot under 30 cannot vouch for it (SPEC 7): not reliable, n* all the same.
+    assert not boot.reliable and boot.pilot_too_small and boot.n_star > 10
     assert boot.n_star == pytest.approx(expected, rel=0.2)
     assert boot.n_star == max(boot.n_star_mean, boot.n_star_var)
 
@@ -338,13 +340,17 @@ def test_bootstrap_at_the_cap_gives_the_uncapped_estimate_and_the_eps_the_cap_vo
     assert result.achievable_eps == pytest.approx(
         max(result.mean_upper[-1], result.var_upper[-1])
     )
-    # The estimate extrapolates the curve at the cap as 1/sqrt(n): about (1.96 sd / eps)^2.
-    assert result.n_star == pytest.approx((1.96 * float(np.std(x)) / 0.002) ** 2, rel=0.2)
+    # The estimate extrapolates the curve at the cap as 1/sqrt(n): about (1.96 sd / eps)^2 at
+    # the pilot's inflated sd.
+    inflated = float(np.std(x)) * pilot_inflation(100, 0.1)
+    assert result.n_star == pytest.approx((1.96 * inflated / 0.002) ** 2, rel=0.1)
 
 
 def test_bootstrap_edge_cases() -> None:
-    constant = min_reliable_n([0.5, 0.5, 0.5], method="bootstrap")
+    constant = min_reliable_n([0.5] * 30, method="bootstrap")
     assert constant.n_star == 1 and constant.reliable
+    three = min_reliable_n([0.5, 0.5, 0.5], method="bootstrap")
+    assert three.n_star == 1 and not three.reliable  # a pilot of 3 vouches for nothing
     single = min_reliable_n([0.5], method="bootstrap")
     assert not single.reliable and single.achievable_eps == math.inf
     a = min_reliable_n(real("snarks", "t0pp", 0, 30), method="bootstrap", seed=3)
@@ -378,6 +384,17 @@ def test_bootstrap_keeps_its_promise_for_fresh_resamplings_and_paper_does_not() 
           f"paper {paper:.3f} +- {paper_se:.3f}")
     assert boot >= 0.90 - 3 * boot_se
     assert paper < 0.75
+
+
+@pytest.mark.slow
+def test_bootstrap_keeps_its_promise() -> None:
+    """SPEC section 7's recipe (the (1 - delta/2) percentile, the pilot inflation, n* the larger
+    of the two criteria) keeps the mean within eps of the space's in fresh runs of n* at least
+    1 - delta of the time, from pilots of 100. It overshoots (about 0.97): a (1 - delta)
+    percentile would cost fewer resamplings, a SPEC question (issue 31 item 3)."""
+    boot, se = _fresh_coverage("bootstrap", 0.032, 100, 60, seed=2)
+    print(f"fresh-run coverage from pilots of 100: {boot:.3f} +- {se:.3f}")
+    assert boot >= 0.90 - 3 * se
 
 
 def test_bootstrap_n_star_does_not_depend_on_the_scores_scale() -> None:

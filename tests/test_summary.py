@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from pytest_reliable.evaluate.evaluation import CellResult
-from pytest_reliable.verdict.summary import ScoreRangeError, check_scores, summarize
 from pytest_reliable.tasks.builtin import MultipleChoice
+from pytest_reliable.verdict.summary import ScoreRangeError, check_scores, summarize
 from tests.test_gate import simulated
 
 GOLD_FIRST = [{"question": f"q{i}", "choices": ["a", "b", "c", "d"], "answer": 0}
@@ -169,8 +169,8 @@ def test_fixed_mode_values_have_no_evidence_when_a_value_they_average_over_was_d
     # a run that never drew a bad instruction passed min_median at its limit 20% of the time,
     # fixed N=1000, n=5). With every variant drawn (n=6) it does.
     from pytest_reliable.contract.markers import ReliableSpec
-    from pytest_reliable.verdict.gate import reliable_thresholds
     from pytest_reliable.space import Space
+    from pytest_reliable.verdict.gate import reliable_thresholds
 
     space = Space.from_mapping("small", {"instruction": ["Answer.", "Choose.", "Pick."],
                                          "enumerator": ["upper", "number"]})

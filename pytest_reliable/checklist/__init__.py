@@ -1,11 +1,11 @@
 """CheckList-style behavioural tests: invariance (INV), directional (DIR) and minimum functionality
 (MFT), with the built-in perturbations of SPEC section 4.
 
-Everything here is plain Python (no pytest): ``session.run_checklist`` resolves the marker's
-perturbations with `resolve_perturbation` and calls `run_invariance` / `run_directional` /
-`run_mft` with a *batched* ``predict``. The modules: `result` (data types), `text` (helpers),
-`invariance` and `directional` (the perturbations and their lexicons), `registry` (names ->
-perturbations), `run` (running the tests).
+Everything here is plain Python (no pytest): ``run_checklist`` (`pytest_reliable.run.session`)
+resolves the marker's perturbations with `resolve_perturbation` and calls `run_invariance` /
+`run_directional` / `run_mft` with a *batched* ``predict``. The modules: `result` (data types),
+`text` (helpers), `invariance` and `directional` (the perturbations and their lexicons), `registry`
+(names -> perturbations), `run` (running the tests), `report` (what a CheckList test returns).
 """
 
 from __future__ import annotations

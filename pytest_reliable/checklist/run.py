@@ -24,9 +24,9 @@ from pytest_reliable.checklist.result import (
 from pytest_reliable.checklist.text import text_key
 from pytest_reliable.contract.markers import ChecklistSpec
 from pytest_reliable.errors import ReliableConfigError
-from pytest_reliable.verdict.gate import DEFAULT_POLICY, checklist_thresholds
-from pytest_reliable.stats import wilson_interval
 from pytest_reliable.plan.task import Task
+from pytest_reliable.stats import wilson_interval
+from pytest_reliable.verdict.gate import DEFAULT_POLICY, checklist_thresholds
 
 
 def stable_hash(name: str) -> int:

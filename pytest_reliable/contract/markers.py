@@ -35,6 +35,7 @@ from pytest_reliable.contract.vocabulary import MODES as MODES
 from pytest_reliable.contract.vocabulary import ORDER_GROUPINGS as ORDER_GROUPINGS
 from pytest_reliable.contract.vocabulary import POLICIES as POLICIES
 from pytest_reliable.contract.vocabulary import RELIABLE_THRESHOLDS as RELIABLE_THRESHOLDS
+from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.space import VALUE_DIMENSIONS, Space
 
 GROUPABLE_DIMENSIONS = VALUE_DIMENSIONS
@@ -303,6 +304,37 @@ instance's variance over its cells, which needs two of them. fixed: the bound co
 per-resampling scores alone (chi-square, degrees of freedom corrected for their kurtosis), and
 below 10 a kurtosis cannot be told from noise: fail-on-evidence then failed a compliant model
 15-20% of the time (one collapsing format among 24, n=5)."""
+
+
+def max_std_least_instances(mode: str, n: int) -> int:
+    """The fewest instances ``max_std`` is decided on under fail-on-evidence with ``n``
+    resamplings. fixed: which instances were drawn moves the spread over resamplings itself,
+    and the bound's jackknife over instances stands in for that only while the resamplings' own
+    noise dominates, at n <= N: with more resamplings than instances a compliant model failed
+    8-12% of the time (N=8, n=30; N=12-30, n=100; intra-instance correlation 0.8), at n <= N at
+    most 3-4% (``benchmarks/bench_small_samples.py --std-grid-only``). ilr bounds it from the
+    instances' own cells at any N."""
+    return n if mode == "fixed" else 1
+
+
+class TooFewInstancesError(ReliableConfigError):
+    """A threshold cannot keep its promise on a dataset this small: a usage error (exit code 4),
+    raised before any model call."""
+
+
+def check_max_std_instances(spec: ReliableSpec, instances: int, n: int, decide: str) -> None:
+    """`TooFewInstancesError` when ``max_std`` is decided on fail-on-evidence over fewer
+    instances than its bound needs in the test's mode (`max_std_least_instances`)."""
+    if spec.max_std is None or decide != FAIL_ON_EVIDENCE:
+        return
+    least = max_std_least_instances(spec.mode, n)
+    if instances < least:
+        raise TooFewInstancesError(
+            f"max_std={spec.max_std:g} under {decide} in {spec.mode} mode with n={n} "
+            f"resamplings needs N >= {least} instances (this dataset has {instances}): with "
+            "more resamplings than instances, which instances were drawn decides the spread "
+            "over resamplings and a compliant model fails too often; use at least as many "
+            "instances as resamplings, mode='ilr', or decide='pass-on-evidence'")
 
 
 def check_max_std_resamplings(spec: ReliableSpec, n: int | None, decide: str) -> None:

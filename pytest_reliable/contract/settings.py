@@ -1,8 +1,8 @@
 """One run's settings: every ``--reliable-*`` option, validated and typed (no pytest here).
 
 The plugin fills one `Settings` at start-up from the command line, the environment and the ini
-file (`_plugin_options.read_settings`); the core reads it (`session.ReliableSession`). Scripts and
-benchmarks build one directly: ``Settings(rootdir=Path("."), no_cache=True)``.
+file (`plugin.options.read_settings`); the core reads it (`run.session.ReliableSession`).
+Scripts and benchmarks build one directly: ``Settings(rootdir=Path("."), no_cache=True)``.
 
 This module is imported on every pytest run where the plugin is installed, so it imports nothing
 heavy: the defaults below that another module owns are repeated as literals (gate.py and nstar.py

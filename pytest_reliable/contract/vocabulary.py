@@ -2,12 +2,12 @@
 
 One home for the words the SPEC fixes (sections 4, 8, 9 and 11), each a `Literal` type with its
 runtime tuple or table derived from it, so the type a checker sees and the values a marker is
-validated against cannot differ. `markerspec` validates marker arguments with it, `gate` decides
-thresholds with it, `stopping` and `plan_report` read it.
+validated against cannot differ. `contract.markers` validates marker arguments with it,
+`verdict.gate` decides thresholds with it, `evaluate.stopping` and `run.sizing` read it.
 
-It imports nothing but `typing`: the plugin imports `markerspec` (and so this) on every pytest
-run, so the vocabulary must not carry the gate's numpy and scipy along (`gate` imports scipy and
-statsmodels, about a second).
+It imports nothing but `typing`: the plugin imports `contract.markers` (and so this) on every
+pytest run, so the vocabulary must not carry the gate's numpy and scipy along (`gate` imports
+scipy and statsmodels, about a second).
 """
 
 from __future__ import annotations

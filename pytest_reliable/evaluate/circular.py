@@ -6,7 +6,8 @@ of its options, at the canonical variant (its format, temperature and few-shot c
 demonstrations), through the same runner. The shift by 0 is the canonical prompt itself, so at
 temperature 0 it is the canonical pass's answer, from the cache. ``circular`` = {score, low,
 high}: the share of instances right under all shifts, with Wilson's interval (one independent
-0/1 outcome per instance), decided by ``min_circular`` under the test's policy.
+0/1 outcome per instance), decided by ``min_circular`` under the test's policy on the exact
+binomial bound (`stats.binomial_bound`: Wilson's one-sided error exceeds its level near 0 and 1).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_reliable import stats
-from pytest_reliable.plan.data import record_location
+from pytest_reliable.calls.runner import Runner
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluate.evaluation import (
     Calls,
@@ -29,11 +30,11 @@ from pytest_reliable.evaluate.evaluation import (
     run_cells,
 )
 from pytest_reliable.models.base import SamplingParams
+from pytest_reliable.plan.data import record_location
 from pytest_reliable.plan.render import render
-from pytest_reliable.calls.runner import Runner
+from pytest_reliable.plan.task import Task
 from pytest_reliable.space import Space
 from pytest_reliable.space.variant import restrict_order
-from pytest_reliable.plan.task import Task
 
 if TYPE_CHECKING:
     from pytest_reliable.schema.entries import CircularEntry
@@ -50,7 +51,8 @@ class CircularUsageError(ReliableConfigError):
 class CircularResult:
     values: np.ndarray
     """Per instance: 1 when right under every shift, else 0."""
-    bound: stats.ProportionBound
+    bound: stats.MeanBound
+    """The exact binomial bound the threshold is decided on."""
     calls: Calls
 
     @property
@@ -88,7 +90,8 @@ def check_circular(dataset: Sequence[dict[str, Any]], task: Task) -> None:
 
 
 def circular_entry(result: CircularResult, confidence: float) -> CircularEntry:
-    low, high = result.bound.interval(confidence)
+    right, instances = int(result.values.sum()), int(result.values.size)
+    low, high = stats.wilson_interval(right, instances, confidence) if instances else (0.0, 1.0)
     return {"score": result.score, "low": float(low), "high": float(high),
             "instances": int(result.values.size),
             "calls": {"made": result.calls.made, "cached": result.calls.cached}}
@@ -102,9 +105,9 @@ def run_circular(dataset: Sequence[dict[str, Any]], task: Task, space: Space, ma
 
 
 def _scored(graded: Sequence[CellResult], n_instances: int
-            ) -> tuple[np.ndarray, stats.ProportionBound]:
+            ) -> tuple[np.ndarray, stats.MeanBound]:
     right = np.ones(n_instances, dtype=bool)
     for cell in graded:
         right[cell.instance] &= cell.status == "ok" and cell.score == 1.0
     values = right.astype(np.float64)
-    return values, stats.wilson_bound(int(values.sum()), n_instances)
+    return values, stats.binomial_bound(int(values.sum()), n_instances, of="instances")

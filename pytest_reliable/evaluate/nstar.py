@@ -6,12 +6,16 @@ key across every process using the store), compute n* from its per-resampling sc
 decides on. When the reference is the model under test the pilot is the gate's prefix (plans are prefix-consistent): its first n* resamplings gate, or, when a
 bootstrap n* exceeds the pilot, the plan is extended beyond the pilot up to n* (at most the cap)
 and only the new resamplings are called.
+
+n* lives in four rooms: the statistic `pytest_reliable.stats.reliable_n`, running it
+`pytest_reliable.evaluate.nstar`, keeping it `pytest_reliable.store.nstar`, scheduling it
+`pytest_reliable.evaluate.schedules`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy.typing as npt
@@ -41,7 +45,8 @@ class NStarOutcome:
     """"pilot" or "store"."""
     method: str
     pilot_n: int | None
-    """The pilot's size when one ran in this run, else None."""
+    """The size of the pilot behind n*: the one that ran in this run, or the stored entry's (a
+    stored n* keeps its pilot's size, SPEC 7)."""
     extra_made: int = 0
     extra_cached: int = 0
     """Calls of a pilot on another reference model (not part of ``matrix``)."""
@@ -86,13 +91,23 @@ def find_n_star(
     pilot_scores: npt.ArrayLike, eps: float, delta: float, method: str, n_max: int
 ) -> tuple[NStarEntry, NStarCurveEntry]:
     """n* of a pilot's per-resampling scores, and the curves it was read from; with
-    ``bootstrap`` the paper's n* rides along."""
+    ``bootstrap`` the paper's n* rides along. The entry keeps the pilot's size."""
     found = stats.min_reliable_n(pilot_scores, eps=eps, delta=delta, method=method, n_max=n_max)
     paper = None
     if method == "bootstrap":
         paper = int(stats.min_reliable_n(pilot_scores, eps=eps, delta=delta).n_star)
-    entry = NStarEntry(int(found.n_star), bool(found.reliable), float(found.achievable_eps), paper)
+    entry = NStarEntry(int(found.n_star), bool(found.reliable), float(found.achievable_eps), paper,
+                       int(found.N))
     return entry, curve_entry(found, "pilot")
+
+
+def stored_entry(entry: NStarEntry, key: NStarKey) -> NStarEntry:
+    """A stored entry as this run reads it: with its pilot's size (the key's, for an entry
+    stored before the entry kept it), and not reliable when a bootstrap pilot was under
+    `stats.MIN_BOOTSTRAP_PILOT` (whatever an older version stored)."""
+    pilot = entry.pilot_n if entry.pilot_n is not None else key.pilot_n
+    small = key.n_star_method == "bootstrap" and pilot < stats.MIN_BOOTSTRAP_PILOT
+    return replace(entry, pilot_n=pilot, reliable=entry.reliable and not small)
 
 
 def run_auto(
@@ -114,8 +129,9 @@ def run_auto(
             if stored is None:
                 return _pilot(key, store, reference_is_model=reference_is_model, run=run,
                               extend=extend)
+    stored = stored_entry(stored, key)
     matrix = run(min(stored.n_star, n_max), False)
-    return _outcome(matrix, stored, "store", method, pilot_n=None)
+    return _outcome(matrix, stored, "store", method, pilot_n=stored.pilot_n)
 
 
 def _pilot(
@@ -157,4 +173,5 @@ __all__ = [
     "curve_entry",
     "find_n_star",
     "run_auto",
+    "stored_entry",
 ]

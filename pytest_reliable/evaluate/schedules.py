@@ -13,6 +13,10 @@ Another strategy is one class with ``run(evaluator) -> GateRun`` and ``first_rou
 calls before any answer is known: ``--reliable-batch`` sends that ahead, `first_round`) and one
 branch where the session chooses; how its calls travel (one at a time, in batches) is the
 evaluator's runners' business.
+
+n* lives in four rooms: the statistic `pytest_reliable.stats.reliable_n`, running it
+`pytest_reliable.evaluate.nstar`, keeping it `pytest_reliable.store.nstar`, scheduling it
+`pytest_reliable.evaluate.schedules`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,17 @@
 """The pytest plugin's hook wiring (the ``pytest11`` entry point). A thin layer over the core.
 
-Where the work happens: `session.ReliableSession` runs evaluations, `markerspec` validates marker
-arguments, `report/` formats results. The plugin's features each have a module, as pytest's own
-``_pytest/`` does; this one connects them to pytest's hooks:
+Where the work happens: `run.session.ReliableSession` runs evaluations, `contract.markers`
+validates marker arguments, `report/` formats results. The plugin's features each have a module
+of this package, as pytest's own ``_pytest/`` does; this one connects them to pytest's hooks:
 
-- `_plugin_options`: the ``--reliable-*`` options, read into one `settings.Settings`;
-- `_plugin_checks`: the start-up checks (paths, API key, cache, baseline, reliable.lock);
-- `_plugin_state`: the run's state (`ReliableState`), its results and the reports at the end;
-- `_plugin_markers`: the four markers, validated at collection;
-- `_plugin_fixture`: the ``reliable`` fixture (`ReliableFixture`) and the fixtures users override;
-- `_plugin_progress`: the progress line of a running evaluation;
-- `_plugin_plan`: ``--reliable-plan``; `_plugin_xdist`: pytest-xdist; `_plugin_html`: pytest-html.
+- `options`: the ``--reliable-*`` options, read into one `contract.settings.Settings`;
+- `checks`: the start-up checks (paths, API key, cache, baseline, reliable.lock);
+- `xdist`: pytest-xdist; `markers`: the four markers, validated at collection;
+- `prices`: every model priced before the first call under a USD budget;
+- `progress`: the progress line of a running evaluation; `outcome`: a test's outcome;
+- `state`: the run's state (`ReliableState`), its results and the reports at the end;
+- `fixture`: the ``reliable`` fixture (`ReliableFixture`) and the fixtures users override;
+- `sizing`: ``--reliable-plan``; `batch`: ``--reliable-batch``'s first round; `html`: pytest-html.
 
 Loading the plugin imports none of numpy, scipy and statsmodels: they load with the session,
 when the first reliable test needs it. Values leave this layer as `pytest.UsageError` (bad
@@ -167,7 +168,7 @@ def pytest_collection_modifyitems(
     for item in items:
         item.stash[SPECS_KEY] = {}
     marked = [item for item in items if has_marker(item)]
-    if marked:  # markerspec imports the space package, and numpy with it
+    if marked:  # contract.markers imports the space package, and numpy with it
         from pytest_reliable.contract.markers import MarkerArgumentError
     for item in marked:
         try:

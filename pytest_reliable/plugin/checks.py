@@ -328,7 +328,7 @@ def check_pricing_or_usage_error(settings: Settings) -> None:
     """``--reliable-pricing``: the file is read and checked now; under a USD budget every model
     named on the command line (or ini) that the run will call needs a price, before any call.
     (The models known only in a test's body, a ``reliable_model`` fixture's or a judge's, are
-    checked by the price pass before the first test runs: `_plugin_prices`.)"""
+    checked by the price pass before the first test runs: `plugin.prices`.)"""
     if settings.pricing_path is None:
         return
     from pytest_reliable.calls.pricing import PriceTable, PricingError

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
+from pytest_reliable.contract.settings import Settings
 from pytest_reliable.plugin.batch import gather_instead
 from pytest_reliable.plugin.markers import default_resamplings, perturbation_exists
-from pytest_reliable.plugin.sizing import plan_instead
 from pytest_reliable.plugin.prices import price_instead
+from pytest_reliable.plugin.sizing import plan_instead
 from pytest_reliable.plugin.state import (
     ERRORS_KEY,
     RESULTS_KEY,
@@ -25,11 +26,11 @@ from pytest_reliable.plugin.state import (
     ReliableState,
     state_of,
 )
-from pytest_reliable.contract.settings import Settings
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from pytest_reliable.checklist.report import ChecklistReport
     from pytest_reliable.contract.markers import (
         ChecklistSpec,
         DirectionalArguments,
@@ -39,9 +40,8 @@ if TYPE_CHECKING:
         ReliableSpec,
     )
     from pytest_reliable.plan.data import Records
-    from pytest_reliable.checklist.report import ChecklistReport
-    from pytest_reliable.verdict.results import ReliableReport
     from pytest_reliable.plan.task import Task
+    from pytest_reliable.verdict.results import ReliableReport
 
     _Report = TypeVar("_Report", ReliableReport, ChecklistReport)
 
@@ -169,13 +169,14 @@ class ReliableFixture:
             pytest.fail(f"{self._item.nodeid}: {error}", pytrace=False)
 
     def _run(self, kind: str, work: Callable[[], _Report]) -> _Report:
-        from pytest_reliable.verdict.baseline import BaselineUsageError
-        from pytest_reliable.evaluate.circular import CircularUsageError
-        from pytest_reliable.errors import ReliableError
-        from pytest_reliable.tasks.judge import JudgeUsageError
-        from pytest_reliable.models.base import ModelUsageError
         from pytest_reliable.calls.pricing import PricingError
+        from pytest_reliable.contract.markers import TooFewInstancesError
+        from pytest_reliable.errors import ReliableError
+        from pytest_reliable.evaluate.circular import CircularUsageError
+        from pytest_reliable.models.base import ModelUsageError
         from pytest_reliable.schema.entries import error_entry
+        from pytest_reliable.tasks.judge import JudgeUsageError
+        from pytest_reliable.verdict.baseline import BaselineUsageError
 
         try:
             result = work()
@@ -185,13 +186,13 @@ class ReliableFixture:
             self._item.stash[RESULTS_KEY].append(result)
             return result
         usage = isinstance(failed, BaselineUsageError | JudgeUsageError | CircularUsageError
-                           | PricingError | ModelUsageError)
+                           | PricingError | ModelUsageError | TooFewInstancesError)
         entry = error_entry(self._item.nodeid, kind, str(failed), usage_error=usage)
         self._item.stash.setdefault(ERRORS_KEY, []).append(entry)
         if usage and not isinstance(failed, PricingError):
             # A misconfigured comparison: stop before other tests spend calls. A model without
             # a price under a USD budget stops only its own test, before its first call: the
-            # price pass (`_plugin_prices`) stopped the run before any call for every model it
+            # price pass (`plugin.prices`) stopped the run before any call for every model it
             # could find, and a test that finds another one only in its body fails alone.
             self._item.session.shouldstop = f"pytest-reliable: {failed}"
         # Outside the except block: the message alone, not "during handling of the above".
@@ -235,8 +236,8 @@ class ReliableFixture:
     ) -> _Report:
         import asyncio
 
-        from pytest_reliable.models.base import to_daemon_thread
         from pytest_reliable.calls.loop import use_loop
+        from pytest_reliable.models.base import to_daemon_thread
 
         with use_loop(asyncio.get_running_loop()):
             return await to_daemon_thread(method, dataset, task)

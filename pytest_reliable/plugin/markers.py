@@ -1,7 +1,7 @@
 """The four markers: their ``pytest --markers`` text and their validation at collection.
 
-`markerspec` holds the argument names, defaults and checks (no pytest there); this module reads
-a collected item's markers and hands their arguments over. A bad argument is a
+`contract.markers` holds the argument names, defaults and checks (no pytest there); this module
+reads a collected item's markers and hands their arguments over. A bad argument is a
 `MarkerArgumentError`, which the hook wiring collects into one usage error naming every test.
 """
 
@@ -82,7 +82,7 @@ MARKER_ERROR = "bad pytest-reliable marker arguments (nothing was run):\n"
 
 
 def register_markers(config: pytest.Config) -> None:
-    """The four markers, known to ``--strict-markers``. Their arguments, read from markerspec
+    """The four markers, known to ``--strict-markers``. Their arguments, read from contract.markers
     (which imports numpy with the space package), are listed only for ``pytest --markers``,
     the one place that shows them."""
     listing = getattr(config.option, "markers", False)
@@ -91,7 +91,7 @@ def register_markers(config: pytest.Config) -> None:
 
 
 def marker_help(kind: str) -> str:
-    """``pytest --markers`` text, derived from markerspec's argument sets so it cannot drift."""
+    """``pytest --markers`` text, derived from contract.markers' argument sets (cannot drift)."""
     import dataclasses
 
     from pytest_reliable.contract.markers import (
@@ -197,8 +197,8 @@ def default_resamplings(settings: Settings) -> int | None:
 
 
 def check_marker_baseline(name: str, settings: Settings) -> None:
-    from pytest_reliable.verdict.baseline import BaselineUsageError, check_model_name
     from pytest_reliable.contract.markers import MarkerArgumentError
+    from pytest_reliable.verdict.baseline import BaselineUsageError, check_model_name
 
     try:
         check_model_name(name, settings.baseline_base_url or settings.base_url,

@@ -1,7 +1,7 @@
 """Under a USD budget, every model the run will call has a price before the first call (SPEC 13).
 
 Not every model a run calls is known when it starts. ``--reliable-model`` and the other model
-options are checked at start-up (`_plugin_checks.check_pricing_or_usage_error`), but a
+options are checked at start-up (`checks.check_pricing_or_usage_error`), but a
 ``reliable_model`` fixture (a test module may override it for its CheckList tests), a judge's
 model and a baseline fixture become known only when a test's body reaches its evaluate call. So
 under ``--reliable-budget ...usd``, before the test loop, each reliable and CheckList test's body

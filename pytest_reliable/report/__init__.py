@@ -1,4 +1,5 @@
-"""The viewers of a run's JSON entries (`report.entries`): terminal, JSON, JUnit, Markdown, HTML.
+"""The viewers of a run's JSON entries (`pytest_reliable.schema`): terminal, JSON, JUnit,
+Markdown, HTML; and the reports combined after a run (`merge`, `history`).
 
 A pure viewer: every number shown is a field of an entry (built by
 `pytest_reliable.verdict.results`); nothing here computes a statistic or imports numpy, so a

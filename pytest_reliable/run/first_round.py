@@ -8,7 +8,7 @@ model (and one follow-up batch for its failed lines), filling the store. Then th
 usual and find their first round stored; what depends on answers goes through the same
 transport, one batch per evaluation, in later rounds.
 
-What a test's first round is, by its run strategy (`run_strategies`, each strategy's
+What a test's first round is, by its run strategy (`evaluate.schedules`, each strategy's
 ``first_round()``):
 
 - ``n`` resamplings (`FixedN`): every call of the n resamplings and the canonical pass;

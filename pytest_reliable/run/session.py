@@ -14,40 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from pytest_reliable.verdict.baseline import (
-    BaselineChoice,
-    BaselineComparison,
-    BaselineScores,
-    StoredBaseline,
-    choose_baseline,
-    compare,
-)
-from pytest_reliable.evaluate.circular import check_circular, circular_entry, run_circular
-from pytest_reliable.contract.markers import RELIABLE_THRESHOLDS, ChecklistSpec, ReliableSpec
-from pytest_reliable.contract.settings import Settings
-from pytest_reliable.plan.data import Dataset, Records
-from pytest_reliable.errors import ReliableConfigError
-from pytest_reliable.evaluate.evaluation import (
-    Calls,
-    EvaluationSettings,
-    Evaluator,
-    Judging,
-    ScoreMatrix,
-    greedy_cells,
-    run_cells,
-)
-from pytest_reliable.verdict.gate import (
-    MAX_REGRESSION,
-    ThresholdCheck,
-    reliable_thresholds,
-)
-from pytest_reliable.tasks.judge import Judge, JudgeUsageError, judge_of
-from pytest_reliable.verdict.judged import judge_entry, pairwise_entry, unread_judge
-from pytest_reliable.models.base import AsyncModel, ModelUsageError, ModelWarning
-from pytest_reliable.models.callables import as_async_model, run_scoped
-from pytest_reliable.models.identity import ProjectModules
-from pytest_reliable.models.named import NamedModel
-from pytest_reliable.store.nstar import NStarEntries, NStarKey, NStarStore
+from pytest_reliable.calls.budget import Budget
+from pytest_reliable.calls.loop import stop_call_loop
 from pytest_reliable.calls.pricing import (
     FREE,
     Price,
@@ -59,16 +27,54 @@ from pytest_reliable.calls.pricing import (
     unpriced,
 )
 from pytest_reliable.calls.pricing import model_names as pricing_names
-from pytest_reliable.checklist.report import ChecklistReport
-from pytest_reliable.verdict.results import ReliableReport
-from pytest_reliable.evaluate.schedules import AutoN, FixedN, GateRun, RunStrategy, StopEarly
-from pytest_reliable.calls.budget import Budget
 from pytest_reliable.calls.requests import ProgressEvent
 from pytest_reliable.calls.runner import Runner
-from pytest_reliable.calls.loop import stop_call_loop
+from pytest_reliable.checklist.report import ChecklistReport
+from pytest_reliable.contract.markers import (
+    RELIABLE_THRESHOLDS,
+    ChecklistSpec,
+    ReliableSpec,
+    check_max_std_instances,
+)
+from pytest_reliable.contract.settings import Settings
+from pytest_reliable.errors import ReliableConfigError
+from pytest_reliable.evaluate.circular import check_circular, circular_entry, run_circular
+from pytest_reliable.evaluate.evaluation import (
+    Calls,
+    EvaluationSettings,
+    Evaluator,
+    Judging,
+    ScoreMatrix,
+    greedy_cells,
+    run_cells,
+)
+from pytest_reliable.evaluate.schedules import AutoN, FixedN, GateRun, RunStrategy, StopEarly
+from pytest_reliable.models.base import AsyncModel, ModelUsageError, ModelWarning
+from pytest_reliable.models.callables import as_async_model, run_scoped
+from pytest_reliable.models.identity import ProjectModules
+from pytest_reliable.models.named import NamedModel
+from pytest_reliable.plan.data import Dataset, Records
 from pytest_reliable.plan.sampling import derive_seed
+from pytest_reliable.plan.task import Task
 from pytest_reliable.space import Space
 from pytest_reliable.store import Store, StoreConfig, open_store
+from pytest_reliable.store.nstar import NStarEntries, NStarKey, NStarStore
+from pytest_reliable.tasks.judge import Judge, JudgeUsageError, judge_of
+from pytest_reliable.verdict.baseline import (
+    BaselineChoice,
+    BaselineComparison,
+    BaselineScores,
+    StoredBaseline,
+    choose_baseline,
+    compare,
+)
+from pytest_reliable.verdict.gate import (
+    MAX_REGRESSION,
+    ThresholdCheck,
+    reliable_thresholds,
+)
+from pytest_reliable.verdict.judged import judge_entry, pairwise_entry, unread_judge
+from pytest_reliable.verdict.results import ReliableReport
 from pytest_reliable.verdict.summary import (
     RangeSummary,
     Summary,
@@ -76,7 +82,6 @@ from pytest_reliable.verdict.summary import (
     summarize,
     with_majority_at_k,
 )
-from pytest_reliable.plan.task import Task
 
 if TYPE_CHECKING:
     from pytest_reliable.calls.batch import AnsweredAhead, BatchTransport
@@ -415,6 +420,8 @@ class ReliableSession:
         report."""
         self._progress.pop(nodeid, None)
         test = self.reliable_test(nodeid, data, task, spec, user_model)
+        strategy = self.strategy_for(test)
+        check_max_std_instances(spec, len(test.dataset), strategy.first_round().n, test.decide)
         if spec.circular:
             check_circular(test.dataset, task)
         judge, judge_model = judge_of(task), self.judge_model(task)
@@ -433,7 +440,7 @@ class ReliableSession:
         evaluator = Evaluator(test.dataset, task, test.space, test.evaluation(), test.model,
                               lambda on: self.runner(on, nodeid),
                               None if judge_model is None else judging)
-        ran = self.strategy_for(test).run(evaluator)
+        ran = strategy.run(evaluator)
         check_scores(ran.matrix, task, test.dataset)
         summary = summarize(
             ran.matrix, test.space, mode=spec.mode, eps=spec.eps, delta=spec.delta,

@@ -4,16 +4,19 @@ No model call and no pytest here. `plan_reliable` takes what a ``reliable.evalua
 run (dataset, task, marker) and returns a `TestPlan`: the calls (instances x (resamplings + k), a
 pilot under ``--reliable-n auto``, a stored n* when the store has one, a baseline's calls) and, per
 threshold, the *resolvable value*: the true value at which the threshold goes the way its policy
-promises with 80% probability at this N and n.
+promises with 80% probability at this N and n; and the size suggestion (`suggest_size`): the
+smallest n at which every threshold can go its policy's way at all, or the N that could.
 
-The numbers (standard errors, margins, the binomial and chi-square cases) are
-`pytest_reliable.stats.power`'s, whose docstring gives the method; this module plans the calls,
-builds each threshold's `Resolution` from those numbers and writes the text, with `METHOD` printed
-under every plan. `benchmarks/bench_gate_errors.py` checks these figures against the real gate.
+The numbers (the simulated gates, the exact binomial cases) are `pytest_reliable.stats.power`'s,
+whose docstring gives the method; this module plans the calls, builds each threshold's
+`Resolution` from those numbers and writes the text, with `METHOD` printed under every plan.
+`benchmarks/bench_gate_errors.py` checks these figures against the real gate.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -26,34 +29,33 @@ from pytest_reliable.contract.vocabulary import (
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.stats import power
 
-# The power calculations are `stats.power`'s; plan_report's names for them stay importable here.
-from pytest_reliable.stats.power import ASSUMED_RHO as ASSUMED_RHO
+# The power calculations are `stats.power`'s; --reliable-plan's names for them stay importable here.
 from pytest_reliable.stats.power import POWER as POWER
 from pytest_reliable.stats.power import Design as Design
 from pytest_reliable.stats.power import RangeLayout as RangeLayout
-from pytest_reliable.stats.power import margin_multiplier as margin_multiplier
-from pytest_reliable.stats.power import mean_se as mean_se
-from pytest_reliable.stats.power import solve as solve
 
 if TYPE_CHECKING:
+    from pytest_reliable.calls.pricing import Price
     from pytest_reliable.contract.markers import ChecklistSpec, ReliableSpec
     from pytest_reliable.plan.data import Dataset, Records
-    from pytest_reliable.calls.pricing import Price
+    from pytest_reliable.plan.task import Task
     from pytest_reliable.run.session import ReliableSession, ReliableTest
     from pytest_reliable.space import Space
-    from pytest_reliable.plan.task import Task
 
 METHOD = (
-    "normal approximation with a design effect for intra-instance correlation rho (main figure "
-    f"at rho={ASSUMED_RHO}, range for rho from 0 to 1); ranges (min_worst, max_spread, "
-    f"min_median) by {power.RANGE_REPS} seeded simulated gates of the planned design through the "
-    "gate's own estimator and bounds, for the hardest model at each value, under each of "
-    f"{len(power.STRUCTURES)} answer structures ({', '.join(s.label for s in power.STRUCTURES)}; "
-    "one answer per prompt): the main figure is the least favourable structure's, the range "
-    "beside it spans them; min_lower_ci exact (binomial through the Wilson bound); max_std exact "
-    "under normality (chi-square)"
+    f"min_score and min_win_rate by up to {power.MEAN_REPS} seeded simulated gates of the planned "
+    "design through the gate's own bound, ranges (min_worst, max_spread, min_median) by "
+    f"{power.RANGE_REPS} through the gate's own estimator and bounds for the hardest model at "
+    f"each value, each under {len(power.STRUCTURES)} answer structures "
+    f"({', '.join(s.label for s in power.STRUCTURES)}; one answer per prompt): the main figure is "
+    "the least favourable structure's, the range beside it spans them; pass@k, pass^k, maj@k "
+    "and circular exact (binomial through the exact bound); min_lower_ci exact (binomial through "
+    "the Wilson bound); max_std by simulation too, for a model whose resamplings differ by chance "
+    "alone"
 )
 RANGES = ("min_worst", "max_spread", "min_median")
+BINOMIAL = ("min_pass_at_k", "min_pass_hat_k", "min_maj_at_k", "min_circular")
+"""Thresholds on one independent 0/1 outcome per instance."""
 MIN_THRESHOLDS = tuple(name for name, way in RELIABLE_THRESHOLDS.items() if way == "min")
 MAX_THRESHOLDS = tuple(name for name, way in RELIABLE_THRESHOLDS.items() if way == "max")
 CHECKLIST_MAX = tuple(name for name, way in CHECKLIST_DIRECTIONS.items() if way == "max")
@@ -87,10 +89,9 @@ class Resolution:
     """The true value at which the policy's outcome has 80% probability (None: unreachable)."""
     low: float | None = None
     high: float | None = None
-    """The value over the range of intra-instance correlation, or for a range threshold over the
-    simulated answer structures (None when it does not apply)."""
+    """The value's span over the simulated answer structures (None when it does not apply)."""
     note: str = ""
-    over: str = "rho 0-1"
+    over: str = "the simulated answer structures"
     """What ``low``-``high`` spans, as the text says it."""
 
     @property
@@ -110,12 +111,14 @@ class Resolution:
             "fail-on-evidence": "fails on evidence",
             "estimate": "passes (estimate, no error control)",
         }[decide]
+        digits = 3 if self.name == "max_std" else 2  # stds of a few points
         spread = ""
-        if self.low is not None and self.high is not None and abs(self.high - self.low) >= 0.005:
-            spread = (f" ({min(self.low, self.high):.2f}-{max(self.low, self.high):.2f} for "
-                      f"{self.over})")
+        if (self.low is not None and self.high is not None
+                and abs(self.high - self.low) >= 0.5 * 10.0**-digits):
+            spread = (f" ({min(self.low, self.high):.{digits}f}-"
+                      f"{max(self.low, self.high):.{digits}f} for {self.over})")
         return (f"{head}: {outcome} with {POWER:.0%} probability only if the true {what} is "
-                f"{relation} {self.value:.2f}{spread}{self._note()}")
+                f"{relation} {self.value:.{digits}f}{spread}{self._note()}")
 
     def _note(self) -> str:
         return f"; {self.note}" if self.note else ""
@@ -153,6 +156,8 @@ class TestPlan:
     """The most calls the test may make (a bootstrap n* at ``--reliable-n-max``), with
     ``usd_max`` the most it may cost (None: no price table)."""
     usd_max: float | None = None
+    size: str | None = None
+    """The size at which every threshold can go the policy's way (`suggest_size`), as text."""
 
     def lines(self) -> list[str]:
         head = f"{self.nodeid} ({self.kind}"
@@ -172,6 +177,8 @@ class TestPlan:
         if self.grouping:
             out.append(f"  ranges grouped by {self.grouping}")
         out += [f"  {r.describe(self.decide)}" for r in self.resolutions]
+        if self.size:
+            out.append(f"  {self.size}")
         out += [f"  note: {note}" for note in self.notes]
         return out
 
@@ -182,7 +189,7 @@ class TestPlan:
             "grouping": self.grouping, "resolutions": [r.as_dict() for r in self.resolutions],
             "notes": list(self.notes), "judge_calls": self.judge_calls,
             "judge_detail": self.judge_detail, "cost": self.cost, "likely": self.likely,
-            "calls_max": self.calls_max, "usd_max": self.usd_max,
+            "calls_max": self.calls_max, "usd_max": self.usd_max, "size": self.size,
         }
 
     @classmethod
@@ -304,15 +311,37 @@ def _direction(name: str, decide: str) -> int:
     return 1 if up != (decide == "fail-on-evidence") else -1
 
 
-def resolve_mean(name: str, limit: float, design: Design,
-                 se_at: Callable[[float, float], float]) -> Resolution:
-    """A mean-like threshold: the figure at the assumed rho and its range over rho in [0, 1]."""
-    multiplier = margin_multiplier(design.decide, design.confidence, design.hypotheses)
-    toward = _direction(name, design.decide)
-    values = power.mean_values(limit, se_at, multiplier, toward)
-    if values[0] is None:
-        return Resolution(name, limit, None)
-    return Resolution(name, limit, values[0], values[1], values[2])
+def resolve_mean(name: str, limit: float, design: Design) -> Resolution:
+    """``min_score`` / ``min_win_rate``: by simulation of the planned gate's own bound under every
+    answer structure (`stats.power.mean_values_simulated`); the figure is the least favourable
+    structure's, ``low``-``high`` spans them. When under some structure not even the most
+    favourable model reaches 80%, no figure holds whatever the structure: none is quoted."""
+    found = power.mean_values_simulated(design, limit)
+    if found.value is not None and not found.unreachable:
+        return Resolution(name, limit, found.value, found.low, found.high,
+                          over="the simulated answer structures")
+    failing = design.decide == "fail-on-evidence"
+    best = "a score of 0" if failing else "a perfect model"
+    verb = "fails" if failing else "passes"
+    rates = " / ".join(f"{rate:.0%}" for rate in found.at_best if rate is not None)
+    return Resolution(name, limit, None, note=(
+        f"even {best} {verb} only {rates} of simulated gates: more instances, or another "
+        "limit"))
+
+
+def resolve_binomial(name: str, limit: float, design: Design) -> Resolution:
+    """A threshold on one independent 0/1 outcome per instance (pass@k, pass^k, maj@k,
+    circular): exact, from the binomial distribution through the exact bound the gate uses."""
+    value, count = power.binomial_value(limit, design)
+    if value is None:
+        need = power.binomial_needs_instances(limit, design.confidence)
+        more = (f": it needs N >= {need} instances" if design.decide == "pass-on-evidence"
+                and need > design.instances else "")
+        return Resolution(name, limit, None, note=f"not even all {design.instances} instances "
+                          f"show it{more}")
+    which = ("at least" if design.decide != "fail-on-evidence" else "at most")
+    return Resolution(name, limit, value, note=(
+        f"it turns on {which} {count} of {design.instances} instances; exact (binomial)"))
 
 
 def resolve_range(name: str, limit: float, design: Design) -> Resolution:
@@ -380,16 +409,57 @@ def resolve_lower_ci(limit: float, design: Design) -> Resolution:
 
 
 def resolve_std(limit: float, design: Design) -> Resolution:
-    """``max_std``: the true std of the per-resampling scores (chi-square, n - 1 dof)."""
-    value = power.std_value(limit, design)
-    if value is None:
+    """``max_std``: by simulation of the gate's own bound (`stats.power.std_values_simulated`)
+    for a model whose resamplings differ by chance alone, under every answer structure; the
+    figure is the least favourable structure's."""
+    if design.resamplings < 2:
         return Resolution("max_std", limit, None, note="one resampling has no std")
-    return Resolution("max_std", limit, value)
+    least = _max_std_least_instances(design)
+    if design.instances < least:
+        return Resolution("max_std", limit, None, note=(
+            f"refused: under fail-on-evidence in {design.mode} mode with n={design.resamplings} "
+            f"it needs N >= {least} instances (the run stops with a usage error before any "
+            "call)"))
+    found = power.std_values_simulated(design, limit)
+    failing = design.decide == "fail-on-evidence"
+    blocked = [(s.label, rate) for s, rate, v in zip(power.STRUCTURES, found.at_best,
+                                                    found.per_structure)
+               if v is None and rate is not None]
+    if found.value is not None and not blocked:
+        return Resolution("max_std", limit, found.value, found.low, found.high,
+                          over="the simulated answer structures")
+    top = (0.25 / design.instances) ** 0.5
+    if found.value is None and not blocked:  # no structure's model comes near the limit
+        if failing:
+            return Resolution("max_std", limit, None, note=(
+                "no model whose resamplings differ by chance alone breaches it: their std is "
+                f"at most {top:.3f} at N={design.instances}"))
+        return Resolution("max_std", limit, top, note=(
+            "every model whose resamplings differ by chance alone does: their std is at most "
+            f"{top:.3f} at N={design.instances}"))
+    best = ("a std of 0" if not failing else
+            "the largest std such a model can have (at most "
+            f"{top:.3f} at N={design.instances})")
+    verb = "fails" if failing else "passes"
+    extra = (" (fixed mode: the bound keeps room for a format no resampling drew; it needs "
+             "many resamplings)" if design.mode == "fixed" and not failing else "")
+    return Resolution("max_std", limit, None, note=(
+        f"even {best} {verb} only {' / '.join(f'{rate:.0%}' for _, rate in blocked)} of "
+        f"simulated gates if answers hang together as "
+        f"{' / '.join(label for label, _ in blocked)}{extra}"))
+
+
+def _max_std_least_instances(design: Design) -> int:
+    """The fewest instances ``max_std`` is decided on under the design's policy and mode."""
+    from pytest_reliable.contract.markers import max_std_least_instances
+
+    if design.decide != "fail-on-evidence":
+        return 1
+    return max_std_least_instances(design.mode, design.resamplings)
 
 
 def resolve(name: str, limit: float, design: Design) -> Resolution:
     """The resolvable value of one threshold under ``design``."""
-    n_inst, n = design.instances, design.resamplings
     if name == "min_lower_ci":
         return resolve_lower_ci(limit, design)
     if name == "max_std":
@@ -398,10 +468,115 @@ def resolve(name: str, limit: float, design: Design) -> Resolution:
         if design.layout is None:
             return Resolution(name, limit, None, note="the grouping is not known for this space")
         return resolve_range(name, limit, design)
-    if name in ("min_pass_at_k", "min_pass_hat_k", "min_maj_at_k", "min_circular"):
+    if name in BINOMIAL:
         # One 0/1 outcome per instance (any / all of its k samples right).
-        return resolve_mean(name, limit, design, lambda p, rho: mean_se(p, n_inst, 1, rho))
-    return resolve_mean(name, limit, design, lambda p, rho: mean_se(p, n_inst, n, rho))
+        return resolve_binomial(name, limit, design)
+    return resolve_mean(name, limit, design)
+
+
+# -- the size that can go the policy's way (issue 31 item 5) ------------------------------------
+def reachable(name: str, limit: float, design: Design) -> bool:
+    """Whether ``name`` can go the policy's way with 80% probability at this size under every
+    simulated answer structure: the most favourable truth gets there (the plan quotes a figure)."""
+    if design.decide == "estimate" and name != "max_std":
+        return True
+    if name == "min_lower_ci":
+        return power.lower_ci_needed(limit, design) is not None
+    if name == "max_std":
+        return (design.instances >= _max_std_least_instances(design)
+                and power.std_reachable(design, limit))
+    if name in RANGES:
+        return design.layout is not None and power.range_reachable(design.layout, design, name,
+                                                                   limit)
+    if name in BINOMIAL:
+        return power.binomial_value(limit, design)[0] is not None
+    return power.mean_reachable(design, limit)
+
+
+@dataclass(frozen=True)
+class SizeSuggestion:
+    """The smallest n at which every threshold of a test can go its policy's way (`reachable`),
+    and when no n up to the cap can, the smallest N that could at the cap (None: not found up to
+    `SIZE_N_FACTOR` times the dataset)."""
+
+    n: int | None
+    n_max: int
+    instances: int | None = None
+    blocking: tuple[str, ...] = ()
+    """The thresholds no n up to the cap makes reachable."""
+
+    def describe(self, decide: str, n_now: int) -> str:
+        way = {"pass-on-evidence": "pass on evidence", "fail-on-evidence": "fail on evidence",
+               "estimate": "pass"}[decide]
+        if self.n is not None:
+            now = ("this test's n" if self.n == n_now else
+                   f"this test runs n={n_now}")
+            return (f"size: every threshold can {way} with {POWER:.0%} probability from "
+                    f"n={self.n} ({now}) under every simulated answer structure")
+        text = (f"size: no n up to --reliable-n-max={self.n_max} lets "
+                f"{', '.join(self.blocking)} {way} with {POWER:.0%} probability under every "
+                "simulated answer structure")
+        if self.instances is not None:
+            text += f"; N >= {self.instances} instances would, at n={self.n_max}"
+        else:
+            text += "; more instances, fewer groups, or another limit"
+        return text
+
+
+SIZE_N_FACTOR = 64
+"""How far past the dataset the size suggestion looks for the instances a test needs."""
+
+
+def suggest_size(spec: Any, space: Any, instances: int, n_options: int, decide: str,
+                 n_max: int) -> SizeSuggestion | None:
+    """The smallest n in [1, ``n_max``] at which every threshold of ``spec`` is `reachable`
+    (bisection: more resamplings never make a threshold harder to reach), and when none is, the
+    smallest N that is at ``n_max`` (doubling, then bisection). None: no threshold."""
+    names = [name for name in (*MIN_THRESHOLDS, *MAX_THRESHOLDS)
+             if getattr(spec, name, None) is not None]
+    if not names:
+        return None
+
+    @functools.cache
+    def blocking(n: int, n_inst: int) -> tuple[str, ...]:
+        design, _ = plan_design(spec, space, n_inst, n, n_options, decide)
+        return tuple(name for name in names
+                     if not reachable(name, float(getattr(spec, name)), design))
+
+    n = _least_passing(lambda m: not blocking(m, instances), 2 if "max_std" in names else 1,
+                       n_max)
+    if n is not None:
+        return SizeSuggestion(n, n_max)
+    found = _least_passing(lambda m: not blocking(n_max, m), instances + 1,
+                           instances * SIZE_N_FACTOR)
+    return SizeSuggestion(None, n_max, found, blocking(n_max, instances))
+
+
+def _least_passing(ok: Callable[[int], bool], low: int, high: int) -> int | None:
+    """The smallest m in [low, high] with ``ok(m)`` (``ok`` monotone); None when ``ok(high)``
+    fails. Doubles from ``low`` first, so a small answer costs few checks."""
+    if low > high:
+        return None
+    step, probe = 1, low
+    last_bad = low - 1
+    while probe < high:
+        if ok(probe):
+            break
+        last_bad = probe
+        probe = min(high, low + step)
+        step *= 2
+    else:
+        if not ok(high):
+            return None
+        probe = high
+    lo, hi = last_bad, probe  # ok(hi), not ok(lo) (or lo below the range)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 # -- groups and calls ----------------------------------------------------------------------------
@@ -455,11 +630,16 @@ def plan_design(spec: Any, space: Any, instances: int, resamplings: int, n_optio
             hypotheses += grouping.groups - 1
         if getattr(spec, "max_spread", None) is not None:
             hypotheses += grouping.pairs - 1
+    from pytest_reliable.plan.sampling import n_listed_units
+
+    units = n_listed_units(space, max(n_options, 2))
+    mode = getattr(spec, "mode", "ilr")
     design = Design(
         instances=instances, resamplings=resamplings, k=spec.k, confidence=spec.confidence,
         decide=decide, layout=grouping.layout if grouping else None,
         groups=grouping.groups if grouping else 0, pairs=grouping.pairs if grouping else 0,
-        hypotheses=max(hypotheses, 1),
+        hypotheses=max(hypotheses, 1), mode=mode, units=units or 0,
+        sampled=mode == "fixed" and (units is None or resamplings < units),
     )
     return design, grouping
 
@@ -468,8 +648,8 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
                   spec: ReliableSpec,
                   user_model: Any = None, user_baseline: Any = None) -> TestPlan:
     """The plan of one ``reliable.evaluate(data, task)`` under ``spec``: no model is called."""
-    from pytest_reliable.tasks.judge import judge_of
     from pytest_reliable.plan.sampling import dataset_option_count
+    from pytest_reliable.tasks.judge import judge_of
 
     dataset = session.dataset(data)
     task.validate(dataset)
@@ -557,10 +737,13 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
     calls_max = None
     if worst is not None:
         calls_max = worst.calls(instances, k, baseline is not None, pairwise) + shifts
+    suggestion = suggest_size(spec, space, instances, n_options, decide,
+                              int(getattr(settings, "n_max", None) or 1000))
     return TestPlan(nodeid, "reliable", instances, calls, detail, decide,
                     grouping.label if grouping else None, resolutions, notes,
                     judge_calls, judge_detail, spend.as_dict() if spend is not None else None,
-                    likely.as_dict() if likely is not None else None, calls_max, usd_max)
+                    likely.as_dict() if likely is not None else None, calls_max, usd_max,
+                    suggestion.describe(decide, n) if suggestion is not None else None)
 
 
 def _never_called(prompt: str) -> str:
@@ -752,13 +935,82 @@ def resolve_checklist(name: str, limit: float, sizes: Sequence[int], decide: str
                 "(taking them as independent)")
         return Resolution(name, limit, 1 - good if is_max else good, note=note)
     per_example = pairs / examples
-    design = Design(instances=examples, resamplings=1, confidence=confidence, decide=decide,
-                    hypotheses=max(thresholds, 1))
-    found = resolve_mean(name, limit, design,
-                         lambda p, rho: mean_se(p, examples, per_example, rho))
-    if per_example <= 1:  # one pair per example: independent trials, no correlation to range
-        return replace(found, low=None, high=None)
-    return replace(found, over="correlation of one example's pairs 0-1")
+    if max(sizes) <= 1:
+        # Independent pairs: the gate decides on the exact binomial bound, and so does the
+        # figure (a max_* rate of bad pairs is one minus a rate of good ones).
+        design = Design(instances=pairs, resamplings=1, confidence=confidence, decide=decide,
+                        hypotheses=max(thresholds, 1))
+        value, count = power.binomial_value(1 - limit if is_max else limit, design)
+        unit = "pairs" if is_max else "examples"
+        if value is None or count is None:
+            need = power.binomial_needs_instances(1 - limit if is_max else limit, confidence)
+            more = (f": it needs at least {need} {unit}" if decide == "pass-on-evidence"
+                    and need > pairs else "")
+            return Resolution(name, limit, None,
+                              note=f"not even all {pairs} {unit} show it{more}")
+        policy_side = "at most" if decide != "fail-on-evidence" else "at least"
+        turns = (f"{policy_side} {pairs - count} bad of {pairs} pairs" if is_max else
+                 f"{'at least' if decide != 'fail-on-evidence' else 'at most'} {count} passed "
+                 f"of {pairs} examples")
+        return Resolution(name, limit, 1 - value if is_max else value,
+                          note=f"it turns on {turns}; exact (binomial)")
+    multiplier = _margin_multiplier(decide, confidence, max(thresholds, 1))
+    toward = _direction(name, decide)
+    values = [_solve(limit, functools.partial(_clustered_se, examples, per_example, rho),
+                     multiplier, toward) for rho in CHECKLIST_RHOS]
+    if values[0] is None:
+        return Resolution(name, limit, None)
+    return Resolution(name, limit, values[0], values[1], values[2],
+                      over="correlation of one example's pairs 0-1")
+
+
+# -- a CheckList rate over correlated pairs: a normal approximation with a design effect --------
+CHECKLIST_RHOS = (0.5, 0.0, 1.0)
+"""The correlations of one example's pairs the figure is quoted at: the main figure's, then the
+range's ends."""
+
+
+def _clustered_se(examples: int, per_example: float, rho: float, p: float) -> float:
+    """Standard error of a rate over ``examples`` x ``per_example`` pairs correlated at ``rho``
+    within an example."""
+    c = max(per_example, 1.0)
+    return math.sqrt(max(p * (1 - p), 0.0) * (1 + (c - 1) * rho) / (examples * c))
+
+
+def _margin_multiplier(decide: str, confidence: float, hypotheses: int) -> float:
+    """How many standard errors the 80%-probability value lies from the limit, toward the side
+    the policy needs evidence for."""
+    from scipy.stats import norm
+
+    alpha = 1 - confidence
+    if decide == "fail-on-evidence":
+        return float(norm.ppf(1 - alpha / hypotheses) + norm.ppf(POWER))
+    if decide == "estimate":
+        return float(norm.ppf(POWER))
+    return float(norm.ppf(confidence) + norm.ppf(POWER))
+
+
+def _solve(limit: float, se: Callable[[float], float], multiplier: float,
+           toward: int) -> float | None:
+    """The x in [0, 1] with ``x = limit + toward * multiplier * se(x)`` (bisection); None: no
+    such x. ``toward``: +1 when the value lies above the limit, -1 below."""
+
+    def gap(x: float) -> float:
+        return toward * (x - limit) - multiplier * se(x)
+
+    end = 1.0 if toward > 0 else 0.0
+    if gap(end) < 0:
+        return None
+    if gap(limit) >= 0:
+        return limit
+    lo, hi = (limit, end) if toward > 0 else (end, limit)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if (gap(mid) >= 0) == (toward > 0):
+            hi = mid
+        else:
+            lo = mid
+    return hi if toward > 0 else lo
 
 
 def checklist_spend(session: ReliableSession, task: Task, spec: ChecklistSpec,
@@ -970,8 +1222,8 @@ def _price_cells(session: ReliableSession, model: Any, cells: Sequence[Any]) -> 
     """The distinct requests of ``cells`` on ``model``: those the cache holds are saved, the
     others priced (output at the cache's mean for the model, else at ``max_tokens``)."""
     from pytest_reliable.calls.cache import cache_key
-    from pytest_reliable.evaluate.evaluation import CANONICAL
     from pytest_reliable.calls.pricing import call_cost, estimate_tokens, prompt_text
+    from pytest_reliable.evaluate.evaluation import CANONICAL
 
     price = _plan_price(session, model)
     keyed: dict[str, Any] = {}
@@ -1034,8 +1286,8 @@ def _price_judge(session: ReliableSession, task: Task, answered: Sequence[tuple[
     """At most what the task's judge costs grading ``answered`` ((example, max_tokens) of each
     answer): one call per answer and vote, two orders for a pairwise judge; each answer as long
     as ``answer_tokens`` (else its max_tokens), each reply the judge's max_tokens."""
-    from pytest_reliable.tasks.judge import JudgedItem, judge_of
     from pytest_reliable.calls.pricing import CHARS_PER_TOKEN, estimate_tokens, prompt_text
+    from pytest_reliable.tasks.judge import JudgedItem, judge_of
 
     judge = judge_of(task)
     judge_model = session.judge_model(task)

@@ -18,8 +18,9 @@ Where each topic lives (one module each; every public name is importable from he
 - ``proportions``: Wilson's interval, pass@k, pass^k.
 - ``summaries``: moments, ranges, bootstrap_ci.
 - ``bounded``: the gates' bounds on means of bounded values, valid at any N (``bounded_mean``:
-  Gaffke's bound, Clopper-Pearson on 0/1 values; ``mean_bound`` of a score matrix, with a second
-  source of error when fixed mode sampled its variants).
+  Gaffke's bound, Clopper-Pearson on 0/1 values; ``binomial_bound``: k of n independent 0/1
+  outcomes, exactly; ``mean_bound`` of a score matrix, with a second source of error when fixed
+  mode sampled its variants).
 - ``bounds``: clustered means and proportions (``ProportionBound``), ``WilsonBound``, the
   bounds of ``max_std`` (``StdBound``: chi-square; ``CellStdBound``: ilr, from the cells),
   Holm's step-down.
@@ -42,6 +43,7 @@ from pytest_reliable.stats.bounded import (
     BoundedMean,
     MeanBound,
     TwoSourceMean,
+    binomial_bound,
     bounded_mean,
     mean_bound,
 )
@@ -86,6 +88,7 @@ from pytest_reliable.stats.summaries import Moments, Ranges, bootstrap_ci, momen
 from pytest_reliable.stats.groups import LEVEL_METHOD as LEVEL_METHOD
 from pytest_reliable.stats.groups import PAIRED_METHOD as PAIRED_METHOD
 from pytest_reliable.stats.paired import CLUSTER_BOOTSTRAP as CLUSTER_BOOTSTRAP
+from pytest_reliable.stats.reliable_n import MIN_BOOTSTRAP_PILOT as MIN_BOOTSTRAP_PILOT
 from pytest_reliable.stats.reliable_n import N_STAR_METHODS as N_STAR_METHODS
 
 __all__ = [
@@ -110,6 +113,7 @@ __all__ = [
     "asymptotic_cs",
     "avgp",
     "betting_cs",
+    "binomial_bound",
     "bootstrap_ci",
     "bounded_mean",
     "cell_std_bound",

@@ -3,12 +3,16 @@
 
 `pytest_reliable.run.sizing` plans the calls and writes the text; the numbers are here, beside
 the bounds they anticipate, so a change to a gate's bound and to its sizing is one change in one
-package. The method, in brief (`plan_report` prints it with every plan):
+package. The method, in brief (`run.sizing` prints it with every plan):
 
-- Means: a normal approximation with a design effect for cells of one instance being correlated.
-  For N instances with c cells each at true score p and intra-instance correlation rho,
-  ``Var(mean) = p (1 - p) (1 + (c - 1) rho) / (N c)`` (`mean_se`). rho is unknown before any
-  call: the main figure assumes `ASSUMED_RHO`, and the range beside it spans rho from 0 to 1.
+- Means (``min_score``, ``min_win_rate``): by simulation through the gate's own bound
+  (`mean_values_simulated`: Gaffke's bound on the per-instance means, Clopper-Pearson when they
+  are 0/1, the resamplings' part in sampled fixed mode), under each of `STRUCTURES`, quoting the
+  least favourable. The normal approximation this replaced assumed an intra-instance correlation
+  of 0.5 and a normal bound, and quoted 0.80 where the gate passed 0.72.
+- One 0/1 outcome per instance (pass@k, pass^k, maj@k, circular): exact (`binomial_value`): the
+  count of the N outcomes is binomial whatever the instances' structure, decided on the exact
+  bound.
 - Ranges (``min_worst``, ``max_spread``, ``min_median``): by simulation, because no formula is
   honest about what the gate really needs (every group's bound, every pair's, Holm over all of
   them): `range_value` runs `RANGE_REPS` seeded gates of the planned design (its layout of
@@ -27,12 +31,10 @@ package. The method, in brief (`plan_report` prints it with every plan):
   cannot go that way at this size, and the plan says so.
 - The canonical interval (``min_lower_ci``): exact, from the binomial distribution of the
   canonical pass's N first samples through the Wilson lower bound; no assumption about rho.
-- A standard deviation (``max_std``): exact under normality of the per-resampling scores, from
-  the chi-square distribution of the sample variance (ddof=1) with n - 1 degrees of freedom.
-- The margin (`margin_multiplier`): under pass-on-evidence ``z_conf + z_0.8`` standard errors
-  toward the passing side; under fail-on-evidence ``z_h + z_0.8`` toward the failing side, with
-  z_h Holm's critical value at its worst case (Bonferroni over every hypothesis of the test);
-  under estimate ``z_0.8``.
+- A standard deviation (``max_std``): by simulation through the gate's own bound
+  (`std_values_simulated`), for a model whose resamplings differ by chance alone, under each
+  of `STRUCTURES`, quoting the least favourable.
+- Fail-on-evidence compares with Bonferroni over every claim of the test, Holm's worst case.
 """
 
 from __future__ import annotations
@@ -48,18 +50,14 @@ import numpy.typing as npt
 from scipy import special as _special
 from scipy import stats as _sps
 
+from pytest_reliable.contract.vocabulary import DEFAULT_POLICY
 from pytest_reliable.stats import groups as g
 from pytest_reliable.stats._validation import FloatArray
 from pytest_reliable.stats.groups import Tally
 from pytest_reliable.stats.proportions import wilson_interval
-from pytest_reliable.contract.vocabulary import DEFAULT_POLICY
 
 POWER = 0.8
 """The probability the resolvable values are quoted at."""
-ASSUMED_RHO = 0.5
-"""Intra-instance correlation assumed for the main figure (the range spans 0 to 1)."""
-RHOS = (ASSUMED_RHO, 0.0, 1.0)
-"""The rhos a mean-like value is quoted at: the main figure's, then the range's ends."""
 
 
 @dataclass(frozen=True)
@@ -77,61 +75,13 @@ class Design:
     pairs: int = 0
     hypotheses: int = 1
     """What Holm corrects over under fail-on-evidence (thresholds, plus groups / pairs)."""
-
-
-def _z(probability: float) -> float:
-    return float(_sps.norm.ppf(probability))
-
-
-def mean_se(p: float, instances: int, cells_per_instance: float, rho: float) -> float:
-    """Standard error of a mean over ``instances`` x ``cells_per_instance`` correlated cells."""
-    c = max(cells_per_instance, 1.0)
-    return math.sqrt(max(p * (1 - p), 0.0) * (1 + (c - 1) * rho) / (instances * c))
-
-
-def margin_multiplier(decide: str, confidence: float, hypotheses: int) -> float:
-    """How many standard errors the 80%-probability value lies from the limit, toward the side
-    the policy needs evidence for (negative: toward the other side)."""
-    alpha = 1 - confidence
-    if decide == "fail-on-evidence":
-        return _z(1 - alpha / max(hypotheses, 1)) + _z(POWER)
-    if decide == "estimate":
-        return _z(POWER)
-    return _z(confidence) + _z(POWER)
-
-
-def solve(limit: float, se: Callable[[float], float], multiplier: float, toward: int) -> float | None:
-    """The x in [0, 1] with ``x = limit + toward * multiplier * se(x)`` (bisection).
-
-    ``toward`` is +1 (the value lies above the limit) or -1 (below). None: no such x in [0, 1]."""
-
-    def gap(x: float) -> float:
-        return toward * (x - limit) - multiplier * se(x)
-
-    end = 1.0 if toward > 0 else 0.0
-    if gap(end) < 0:
-        return None
-    lo, hi = (limit, end) if toward > 0 else (end, limit)
-    if gap(limit) >= 0:
-        return limit
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if (gap(mid) >= 0) == (toward > 0):
-            hi = mid
-        else:
-            lo = mid
-    return hi if toward > 0 else lo
-
-
-def _at_rho(se_at: Callable[[float, float], float], rho: float, p: float) -> float:
-    return se_at(p, rho)
-
-
-def mean_values(limit: float, se_at: Callable[[float, float], float], multiplier: float,
-                toward: int) -> list[float | None]:
-    """A mean-like threshold's value (`solve`) at each of `RHOS`, for ``se_at(p, rho)``."""
-    return [solve(limit, functools.partial(_at_rho, se_at, rho), multiplier, toward)
-            for rho in RHOS]
+    mode: str = "ilr"
+    units: int = 0
+    """The listed variants a cell draws from (an instance shown one twice answers the same);
+    0: too many to list (no repeats)."""
+    sampled: bool = False
+    """Fixed mode over a space larger than its resamplings: the mean's bound has a second part,
+    the resamplings' spread (`bounded.TwoSourceMean`)."""
 
 
 def lower_ci_needed(limit: float, design: Design) -> int | None:
@@ -158,24 +108,316 @@ def lower_ci_value(needed: int, design: Design) -> float:
     return hi
 
 
-def std_value(limit: float, design: Design) -> float | None:
-    """``max_std``: the true std of the per-resampling scores at which the policy's outcome has
-    80% probability (chi-square, n - 1 dof); None with one resampling (no std)."""
-    dof = design.resamplings - 1
-    if dof < 1:
+# -- max_std: the gate's own bounds, by simulation ---------------------------------------------
+def _std_level(sigma: float, structure: Structure, design: Design) -> float | None:
+    """The accuracy level of a model whose resamplings differ by chance alone (no format effect)
+    and whose per-resampling standard deviation is ``sigma``: E[a (1 - a)] = p (1 - p) (1 - icc)
+    under every structure, times (1 - 1/U) in ilr over U listed variants (an instance's cells
+    repeat its answers), and sigma^2 = E[a (1 - a)] / N. None: no level reaches ``sigma``."""
+    product = sigma * sigma * design.instances / _std_shrink(structure, design)
+    if product > 0.25 + 1e-12:
         return None
-    alpha = 1 - design.confidence
-    chi2 = _sps.chi2.ppf
-    if design.decide == "pass-on-evidence":
-        # passes when s * sqrt(dof / chi2_alpha) <= limit
-        value = limit * math.sqrt(chi2(alpha, dof) / chi2(POWER, dof))
-    elif design.decide == "fail-on-evidence":
-        # fails when s * sqrt(dof / chi2_{1 - alpha_h}) > limit
-        level = 1 - alpha / max(design.hypotheses, 1)
-        value = limit * math.sqrt(chi2(level, dof) / chi2(1 - POWER, dof))
+    return (1.0 - math.sqrt(max(1.0 - 4.0 * product, 0.0))) / 2.0
+
+
+def _std_shrink(structure: Structure, design: Design) -> float:
+    """E[a (1 - a)] / (p (1 - p)) of `_std_level`'s model."""
+    shrink = 1.0 - structure.icc
+    if design.mode == "ilr" and 0 < design.units <= MEAN_UNITS_LISTED:
+        shrink *= 1.0 - 1.0 / design.units
+    return shrink
+
+
+def _std_outcome(design: Design, scores: FloatArray, limit: float) -> npt.NDArray[np.bool_]:
+    """Per simulated gate, whether ``max_std`` goes the way the policy needs evidence for,
+    through the gate's bound (`summary.std_bound`): ilr, Gaffke's bound on the instances'
+    variances over their cells (`bounds.CellStdBound`); fixed mode, the more conservative of the
+    chi-square bound (kurtosis and the jackknife over instances) and the bounded bound of
+    disjoint pairs of resamplings (`bounds.StdBound`)."""
+    from pytest_reliable.stats.bounded import weighted_mean_cdfs
+
+    reps, n, n_inst = scores.shape
+    failing = design.decide == "fail-on-evidence"
+    alpha = 1.0 - design.confidence
+    level = alpha / max(design.hypotheses, 1) if failing else alpha
+    rows = scores.mean(axis=2)
+    if design.decide == "estimate":
+        return np.asarray(rows.std(axis=1, ddof=1) <= limit + 1e-12)
+    if design.mode == "ilr":
+        most = (n // 2) * ((n + 1) // 2) / (n * (n - 1))
+        right = np.rint(scores.sum(axis=1)).astype(np.int64)  # (reps, N)
+        counts = np.zeros((reps, n + 1))
+        np.add.at(counts, (np.repeat(np.arange(reps), n_inst), right.ravel()), 1.0)
+        k = np.arange(n + 1)
+        unit = np.minimum(k * (n - k) / (n * (n - 1)), most) / most
+        point = min(limit * limit * n_inst / most, 1.0)
+        return _bounded_decision(unit, counts, point, level, failing, weighted_mean_cdfs)
+    variance = rows.var(axis=1, ddof=1) + 1.0 / (12.0 * n_inst**2)
+    if n >= 4:
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # rows of (nearly) equal scores
+            kurtosis = _sps.kurtosis(rows, axis=1, fisher=True, bias=False)
+        kurtosis = np.where(np.ptp(rows, axis=1) > 0.0, np.nan_to_num(kurtosis), 0.0)
     else:
-        value = limit * math.sqrt(dof / chi2(POWER, dof))
-    return float(value)
+        kurtosis = np.zeros(reps)
+    df = 2.0 / (2.0 / (n - 1) + np.maximum(kurtosis, 0.0) / n)
+    left_out = (n_inst * rows[:, :, None] - scores) / (n_inst - 1)
+    s2 = left_out.var(axis=1, ddof=1)  # (reps, N)
+    jackknife = (n_inst - 1) / n_inst * ((s2 - s2.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df = np.where(jackknife > 0.0, np.maximum(1.0, 2.0 * variance**2
+                                                   / (variance**2 * 2.0 / df + jackknife)), df)
+    statistic = df * variance / (limit * limit)
+    pairs = n // 2
+    halves = (rows[:, 0:2 * pairs:2] - rows[:, 1:2 * pairs:2]) ** 2 / 2.0 / 0.5  # unit scale
+    point = min(limit * limit / 0.5, 1.0)
+    by_pairs = _bounded_decision(halves, np.ones_like(halves), point, level, failing,
+                                 weighted_mean_cdfs)
+    if failing:  # fails when both bounds show the breach (the larger p-value)
+        return np.asarray((_sps.chi2.sf(statistic, df) <= level) & by_pairs)
+    return np.asarray((_sps.chi2.cdf(statistic, df) <= level) & by_pairs)
+
+
+def _bounded_decision(values: FloatArray, counts: FloatArray, point: float, level: float,
+                      failing: bool, cdfs: Callable[..., FloatArray]) -> npt.NDArray[np.bool_]:
+    """Per row of ``values`` in [0, 1] with ``counts``, whether `bounded.BoundedMean` decides
+    against "mean <= point" (fail-on-evidence: its p_above <= level) or for "mean <= point"
+    (pass-on-evidence: p_below <= level); rows of 0/1 values exactly (binomial)."""
+    weight = counts.sum(axis=1)
+    interior = np.where((values > 0.0) & (values < 1.0), counts, 0.0).sum(axis=1) > 0
+    ones = np.where(values >= 1.0, counts, 0.0).sum(axis=1)
+    if failing:
+        p = cdfs(values, counts, 0.0, point)
+        exact = _sps.binom.sf(ones - 1, weight, point)
+    else:
+        p = 1.0 - cdfs(values, counts, 1.0, point)
+        exact = _sps.binom.cdf(ones, weight, point)
+    p = np.where(interior, p, exact)
+    if point >= 1.0:
+        p = np.ones_like(p) if failing else np.where(ones == weight, 1.0, 0.0)
+    return np.asarray(p <= level)
+
+
+@functools.lru_cache(maxsize=256)
+def std_values_simulated(design: Design, limit: float) -> RangeValues:
+    """``max_std``: the true standard deviation over resamplings at which the policy's outcome
+    has `POWER` probability, under each of `STRUCTURES` (a model whose resamplings differ by
+    chance alone, `_std_level`), by bisection over simulated gates through the gate's own bound
+    (`_std_outcome`); the figure is the least favourable structure's. The chi-square figure this
+    replaced ignored the bound fixed mode uses (it cannot pass on evidence below about 100
+    resamplings: the pairs' bound keeps room for a format none of them drew)."""
+    if design.resamplings < 2:
+        return RangeValues(None, None, None, (None,) * len(STRUCTURES),
+                           (0.0,) * len(STRUCTURES))
+    reps = max(40, min(MEAN_REPS, RANGE_CELLS // max(design.instances * design.resamplings, 1)))
+    draws = _mean_draws(design, reps, RANGE_SEED + 1)
+    failing = design.decide == "fail-on-evidence"
+    found: list[tuple[float | None, float | None]] = []
+    for structure in STRUCTURES:
+        top = math.sqrt(0.25 * _std_shrink(structure, design) / design.instances)
+
+        def rate(sigma: float, structure: Structure = structure) -> float:
+            level = _std_level(sigma, structure, design)
+            if level is None:
+                return 0.0
+            levels = np.full(len(draws.units), level)
+            return float(_std_outcome(design, _scores(draws, levels, structure), limit).mean())
+
+        if failing and top <= limit:
+            found.append((None, None))  # no such model of this structure breaches the limit
+            continue
+        if not failing and top < limit and rate(top) >= POWER:
+            found.append((None, None))  # it passes at any std such a model can have
+            continue
+        if failing:
+            found.append(_bisect(rate, limit, top, 1))
+        else:
+            found.append(_bisect(rate, min(limit, top), 0.0, -1))
+    return _least_favourable(found, limit)
+
+
+# -- means: the gate's own bounds, by simulation -----------------------------------------------
+MEAN_REPS = 400
+"""Simulated gates behind every mean figure (each is a few vectorised saddlepoint sums)."""
+MEAN_UNITS_LISTED = 10_000
+"""Above this many listed variants a cell's variant is taken to be new (no repeated prompt)."""
+
+
+def _mean_draws(design: Design, reps: int, seed: int) -> _Draws:
+    """The common random numbers of a mean's simulation: every variant at one level, so only
+    which cells repeat a prompt matters (ilr: variants drawn with replacement; fixed mode: passes
+    over the listed variants, one per resampling)."""
+    rng = np.random.default_rng(seed)
+    n, n_inst = design.resamplings, design.instances
+    shape = (reps, n, n_inst)
+    units = design.units if 0 < design.units <= MEAN_UNITS_LISTED else 0
+    if design.mode == "fixed":
+        rows = np.arange(n) % units if units else np.arange(n)
+        codes = np.ascontiguousarray(np.broadcast_to(rows[None, :, None], shape))
+    elif units:
+        codes = rng.integers(0, units, size=shape)
+    else:
+        codes = np.broadcast_to(np.arange(n)[None, :, None], shape).copy()  # no repeats
+    instance_u, class_u = rng.random((reps, 1, n_inst)), rng.random((reps, 1, n_inst))
+    cell_u = rng.random(shape)
+    if units:
+        cell_u = _one_answer_per_prompt(codes, cell_u)
+    return _Draws([], [], [], codes, np.arange(max(units, n))[:, None], instance_u, class_u,
+                  cell_u)
+
+
+def _mean_outcome(design: Design, scores: FloatArray, limit: float) -> npt.NDArray[np.bool_]:
+    """Per simulated gate, whether a mean threshold (``min_score``) goes the way the policy
+    needs evidence for, through the gate's bound (`bounded.mean_bound`): Gaffke's bound on the
+    per-instance means, exactly Clopper-Pearson when they are all 0 or 1; in sampled fixed mode
+    its second part, the resamplings' t margin, at half the error rate each (`TwoSourceMean`).
+    Fail-on-evidence compares with Bonferroni over the test's claims (never rejecting more than
+    Holm: the figure is on the safe side). Each decision is one p-value at the limit."""
+    from pytest_reliable.stats.bounded import weighted_mean_cdfs
+
+    reps, n, n_inst = scores.shape
+    failing = design.decide == "fail-on-evidence"
+    alpha = 1.0 - design.confidence
+    if design.decide == "estimate":
+        return np.asarray(scores.mean(axis=(1, 2)) >= limit - 1e-12)
+    level = alpha / max(design.hypotheses, 1) if failing else alpha
+    per_instance = scores.mean(axis=1)  # (reps, N) on the grid k / n
+    grid_k = np.rint(per_instance * n).astype(np.int64)
+    counts = np.zeros((reps, n + 1))
+    np.add.at(counts, (np.repeat(np.arange(reps), n_inst), grid_k.ravel()), 1.0)
+    margin = np.zeros(reps)
+    if design.sampled:  # TwoSourceMean: each part at half the error rate
+        level /= 2.0
+        if n < 2:
+            return np.zeros(reps, dtype=bool)
+        rows = scores.mean(axis=2)
+        margin = (float(_sps.t.ppf(1.0 - level, n - 1)) * rows.std(axis=1, ddof=1)
+                  / math.sqrt(n))
+    point = limit - margin if failing else limit + margin
+    grid = np.arange(n + 1) / n
+    binary = counts[:, 1:n].sum(axis=1) == 0 if n > 1 else np.ones(reps, dtype=bool)
+    ones = counts[:, n]
+    # p-value of "mean <= point" (pass) or "mean >= point" (fail), as `BoundedMean` has them.
+    if failing:
+        p = 1.0 - weighted_mean_cdfs(grid, counts, 1.0, np.clip(point, 0.0, 1.0))
+        p = np.where(binary, _sps.binom.cdf(ones, n_inst, np.clip(point, 0.0, 1.0)), p)
+        p = np.where(point <= 0.0, 1.0, np.where(point >= 1.0, np.where(ones == n_inst, 1.0,
+                                                                        0.0), p))
+        return np.asarray(p <= level)
+    p = weighted_mean_cdfs(grid, counts, 0.0, np.clip(point, 0.0, 1.0))
+    p = np.where(binary, _sps.binom.sf(ones - 1, n_inst, np.clip(point, 0.0, 1.0)), p)
+    p = np.where(point >= 1.0, 1.0, p)
+    return np.asarray(p <= level)
+
+
+@functools.lru_cache(maxsize=256)
+def mean_values_simulated(design: Design, limit: float) -> RangeValues:
+    """The true mean score at which ``min_score`` goes the policy's way with `POWER`
+    probability, under each of `STRUCTURES`, by bisection over simulated gates of the planned
+    design through the gate's own bound (`_mean_outcome`), on common random numbers; the figure
+    is the least favourable structure's. A normal approximation with an assumed correlation
+    quoted 0.80 where a prompt-insensitive model passed 0.72 (N=100, n=30, correlation 0.5):
+    Gaffke's bound is wider than normal theory, and the correlation is not known."""
+    reps = max(40, min(MEAN_REPS, RANGE_CELLS // max(design.instances * design.resamplings, 1)))
+    draws = _mean_draws(design, reps, RANGE_SEED)
+    failing = design.decide == "fail-on-evidence"
+    toward = -1 if failing else 1
+    best = 0.0 if failing else 1.0
+    found: list[tuple[float | None, float | None]] = []
+    for structure in STRUCTURES:
+        def rate(x: float, structure: Structure = structure) -> float:
+            levels = np.full(len(draws.units), x)
+            return float(_mean_outcome(design, _scores(draws, levels, structure), limit).mean())
+
+        found.append(_bisect(rate, limit, best, toward))
+    return _least_favourable(found, limit)
+
+
+def _least_favourable(found: list[tuple[float | None, float | None]],
+                      limit: float) -> RangeValues:
+    """Per-structure values (and rates at the most favourable truth) as `RangeValues`: the
+    figure is the one farthest from the limit, on the side the figure lies."""
+    values = [v for v, _ in found if v is not None]
+    per = tuple(v for v, _ in found)
+    at_best = tuple(b for _, b in found)
+    if not values:
+        return RangeValues(None, None, None, per, at_best)
+    far = max(values, key=lambda v: abs(v - limit))
+    return RangeValues(far, min(values), max(values), per, at_best)
+
+
+def _bisect(rate: Callable[[float], float], limit: float, best: float,
+            toward: int) -> tuple[float | None, float | None]:
+    """The value between ``limit`` and ``best`` where ``rate`` reaches `POWER` (the conservative
+    end of the last of `RANGE_STEPS` steps), and the rate at ``best`` when it had to be checked
+    (None: a nearer value reached `POWER`); no value (None) when not even ``best`` reaches it."""
+    lo, hi = (limit, best) if toward > 0 else (best, limit)
+    at_best = None
+    for step in range(RANGE_STEPS):
+        mid = (lo + hi) / 2.0
+        ok = rate(mid) >= POWER
+        if step == 0 and not ok:
+            # Halfway to the most favourable value falls short: is that value itself reachable?
+            at_best = rate(best)
+            if at_best < POWER:
+                return None, at_best
+        if (toward > 0) == ok:
+            hi = mid
+        else:
+            lo = mid
+    return (hi if toward > 0 else lo), at_best
+
+
+def binomial_value(limit: float, design: Design) -> tuple[float | None, int | None]:
+    """A threshold on one independent 0/1 outcome per instance (pass@k, pass^k, maj@k, circular),
+    decided on the exact binomial bound (`bounded.binomial_bound`): exact, no structure. The true
+    rate at which the policy's outcome has `POWER` probability, and the count of the N outcomes
+    it turns on (pass-on-evidence: at least that many; fail-on-evidence: at most). None: not
+    even N (or 0) of N shows it."""
+    n_inst = design.instances
+    alpha = 1.0 - design.confidence
+    counts = np.arange(n_inst + 1)
+    if design.decide == "estimate":
+        needed = math.ceil(limit * n_inst - 1e-9)
+        return _binomial_rate_at(needed, n_inst, POWER, upper=True), needed
+    if design.decide == "fail-on-evidence":
+        level = alpha / max(design.hypotheses, 1)
+        fails = _sps.binom.cdf(counts, n_inst, limit) <= level  # p_below at the limit
+        if not fails.any():
+            return None, None
+        most = int(counts[fails].max())
+        return _binomial_rate_at(most, n_inst, POWER, upper=False), most
+    lower = np.where(counts > 0, _sps.beta.ppf(alpha, np.maximum(counts, 1),
+                                               n_inst - counts + 1), 0.0)
+    shows = lower >= limit - 1e-12
+    if not shows.any():
+        return None, None
+    needed = int(counts[shows].min())
+    return _binomial_rate_at(needed, n_inst, POWER, upper=True), needed
+
+
+def _binomial_rate_at(count: int, n: int, target: float, *, upper: bool) -> float:
+    """The rate p at which P(X >= count) (``upper``) or P(X <= count) equals ``target``."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2.0
+        prob = (float(_sps.binom.sf(count - 1, n, mid)) if upper
+                else float(_sps.binom.cdf(count, n, mid)))
+        if (prob >= target) == upper:
+            hi = mid
+        else:
+            lo = mid
+    return hi if upper else lo
+
+
+def binomial_needs_instances(limit: float, confidence: float) -> int:
+    """The fewest instances at which pass-on-evidence can show a rate >= ``limit`` at all (all N
+    outcomes right: the exact lower bound (1 - confidence)^(1/N) must reach it)."""
+    if limit <= 0.0:
+        return 1
+    if limit >= 1.0:
+        return 0  # never: no finite N shows a rate of 1
+    return math.ceil(math.log(1.0 - confidence) / math.log(limit) - 1e-12)
 
 
 # -- ranges: what the gate really needs, by simulation ------------------------------------------
@@ -240,7 +482,7 @@ class Structure:
         return f"{self.kind} {self.icc:g}"
 
 
-STRUCTURES = (Structure("beta", 0.2), Structure("beta", 0.8), Structure("mixture", ASSUMED_RHO))
+STRUCTURES = (Structure("beta", 0.2), Structure("beta", 0.8), Structure("mixture", 0.5))
 """The structures every range figure is simulated under (none is known before any call: the
 plan quotes the conservative end). Heterogeneity from nearly even difficulty (icc 0.2) to
 instances right or wrong whatever the prompt (0.8), and a two-class population (mixture). Which
@@ -301,12 +543,22 @@ def _draws(layout: RangeLayout, instances: int, resamplings: int, reps: int, see
 def _one_answer_per_prompt(codes: npt.NDArray[np.int64], cell_u: FloatArray) -> FloatArray:
     """``cell_u`` with every repeat of an instance's variant given its first cell's uniform (ilr
     draws variants with replacement; fixed mode repeats them after a pass over the space)."""
-    out: FloatArray = cell_u.copy()
-    for r in range(1, codes.shape[1]):
-        same = codes[:, :r, :] == codes[:, r:r + 1, :]  # (reps, r, N)
-        first = np.take_along_axis(out[:, :r, :], same.argmax(axis=1)[:, None, :], axis=1)[:, 0]
-        out[:, r, :] = np.where(same.any(axis=1), first, out[:, r, :])
-    return out
+    reps, n, n_inst = codes.shape
+    # One column per (replicate, instance); sorted by column, then variant, then resampling, the
+    # first cell of each run of equal variants is the one whose uniform the run takes. Sorting
+    # (not comparing every pair of resamplings) keeps the plan's cost near-linear in n.
+    column = np.broadcast_to((np.arange(reps)[:, None, None] * n_inst
+                              + np.arange(n_inst)[None, None, :]), codes.shape).ravel()
+    row = np.broadcast_to(np.arange(n)[None, :, None], codes.shape).ravel()
+    order = np.lexsort((row, codes.ravel(), column))
+    flat = cell_u.ravel()[order]
+    key_col, key_code = column[order], codes.ravel()[order]
+    starts = np.ones(order.size, dtype=bool)
+    starts[1:] = (key_col[1:] != key_col[:-1]) | (key_code[1:] != key_code[:-1])
+    first = flat[np.flatnonzero(starts)[np.cumsum(starts) - 1]]
+    out = np.empty(order.size)
+    out[order] = first
+    return out.reshape(codes.shape)
 
 
 def _scores(draws: _Draws, levels: FloatArray, structure: Structure) -> FloatArray:
@@ -544,7 +796,8 @@ def _row_covariance(scores: FloatArray, counts: FloatArray, sums: FloatArray,
 
 @dataclass(frozen=True)
 class RangeValues:
-    """A range threshold's figures under every one of `STRUCTURES`.
+    """A simulated threshold's figures (a range's, a mean's, ``max_std``'s) under every one of
+    `STRUCTURES`.
 
     ``value``: the conservative end, where the policy's outcome has at least `POWER` probability
     under every structure that can reach it; ``low`` / ``high``: the span of the structures'
@@ -572,14 +825,7 @@ def range_values(layout: RangeLayout, design: Design, threshold: str,
     draws = _draws(layout, design.instances, design.resamplings, reps, RANGE_SEED)
     found = [range_value(layout, design, threshold, limit, structure, draws)
              for structure in STRUCTURES]
-    values = [v for v, _ in found if v is not None]
-    if not values:
-        return RangeValues(None, None, None, tuple(v for v, _ in found),
-                           tuple(b for _, b in found))
-    # The conservative end lies farthest from the limit (on the side the figure lies).
-    far = max(values, key=lambda v: abs(v - limit))
-    return RangeValues(far, min(values), max(values), tuple(v for v, _ in found),
-                       tuple(b for _, b in found))
+    return _least_favourable(found, limit)
 
 
 def range_value(layout: RangeLayout, design: Design, threshold: str, limit: float,
@@ -595,6 +841,18 @@ def range_value(layout: RangeLayout, design: Design, threshold: str, limit: floa
         reps = max(40, min(RANGE_REPS,
                            RANGE_CELLS // max(design.instances * design.resamplings, 1)))
         draws = _draws(layout, design.instances, design.resamplings, reps, RANGE_SEED)
+    best, toward = _range_best(layout, design, threshold, limit)
+
+    def rate(x: float) -> float:
+        return range_outcome_rate(layout, design, threshold, limit, x, draws, structure)
+
+    return _bisect(rate, limit, best, toward)
+
+
+def _range_best(layout: RangeLayout, design: Design, threshold: str,
+                limit: float) -> tuple[float, int]:
+    """The most favourable value of a range threshold for the policy's outcome, and the side of
+    the limit it lies on (+1 above)."""
     failing = design.decide == "fail-on-evidence"
     spread = threshold == "max_spread"
     # The value moves away from the limit toward the side the policy needs evidence for.
@@ -604,22 +862,49 @@ def range_value(layout: RangeLayout, design: Design, threshold: str, limit: floa
         # The rest of the worst value's dimension must stay in [0, 1].
         k = layout.sizes[0]
         best = max(best, k * limit - (k - 1) * 1.0)
+    return best, toward
 
-    def rate(x: float) -> float:
-        return range_outcome_rate(layout, design, threshold, limit, x, draws, structure)
 
-    lo, hi = (limit, best) if toward > 0 else (best, limit)
-    at_best = None
-    for step in range(RANGE_STEPS):
-        mid = (lo + hi) / 2.0
-        ok = rate(mid) >= POWER
-        if step == 0 and not ok:
-            # Halfway to the most favourable value falls short: is that value itself reachable?
-            at_best = rate(best)
-            if at_best < POWER:
-                return None, at_best
-        if (toward > 0) == ok:
-            hi = mid
+# -- reachability: can a threshold go the policy's way at all (the plan's size suggestion) -----
+def range_reachable(layout: RangeLayout, design: Design, threshold: str, limit: float) -> bool:
+    """Whether the policy's outcome reaches `POWER` at the most favourable value under every one
+    of `STRUCTURES` (the figure exists: `range_values` quotes one)."""
+    reps = max(40, min(RANGE_REPS, RANGE_CELLS // max(design.instances * design.resamplings, 1)))
+    draws = _draws(layout, design.instances, design.resamplings, reps, RANGE_SEED)
+    best, _ = _range_best(layout, design, threshold, limit)
+    return all(range_outcome_rate(layout, design, threshold, limit, best, draws, structure)
+               >= POWER for structure in STRUCTURES)
+
+
+def mean_reachable(design: Design, limit: float) -> bool:
+    """``min_score``: whether the most favourable model (every answer right, or under
+    fail-on-evidence every answer wrong) goes the policy's way with `POWER` probability; its
+    cells are the same under every structure."""
+    reps = 40
+    draws = _mean_draws(design, reps, RANGE_SEED)
+    best = 0.0 if design.decide == "fail-on-evidence" else 1.0
+    scores = _scores(draws, np.full(len(draws.units), best), STRUCTURES[0])
+    return float(_mean_outcome(design, scores, limit).mean()) >= POWER
+
+
+def std_reachable(design: Design, limit: float) -> bool:
+    """``max_std``: whether every structure that can put a model on the limit's other side goes
+    the policy's way with `POWER` probability at its most favourable std
+    (`std_values_simulated` quotes a figure)."""
+    if design.resamplings < 2:
+        return False
+    if design.decide == "estimate":
+        return True
+    draws = _mean_draws(design, 40, RANGE_SEED + 1)
+    for structure in STRUCTURES:
+        top = math.sqrt(0.25 * _std_shrink(structure, design) / design.instances)
+        if design.decide == "fail-on-evidence":
+            if top <= limit:
+                continue  # no such model breaches the limit: nothing to show
+            level = 0.5
         else:
-            lo = mid
-    return (hi if toward > 0 else lo), at_best
+            level = 0.0  # a std of 0: every model of every structure is the same
+        scores = _scores(draws, np.full(len(draws.units), level), structure)
+        if float(_std_outcome(design, scores, limit).mean()) < POWER:
+            return False
+    return True

@@ -4,6 +4,11 @@
 local sqlite files under ``.reliable/`` (`local.LocalStore`, the embedded default); with a
 ``postgresql://`` URL one PostgreSQL database shared by every machine (`postgres.PostgresStore`,
 from the extra ``pytest-reliable[postgres]``). Everything above this package sees a `Store`.
+
+Modules, lowest first: `errors` (the store's errors and warning), `claims` (single-flight across
+processes), `holders` (who holds a locked sqlite file), `waits` (one waiting deadline per run),
+`nstar` (the n* entries of ``--reliable-n auto``), `base` (the `Store` interface and the ledger),
+`local` (sqlite), `postgres` (PostgreSQL), `reports` (kept reports for the release history).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A claim is a name (a cache key, an n* key) that at most one holder has at a time. It dies with
 its holder: a process killed with SIGKILL never blocks the others (the backends use locks the
 operating system or the database server drops with the process or its connection). Waiting is
-the caller's business (`runner.Runner` polls for the answer; `nstar_store` for the entry): a
+the caller's business (`calls.runner.Runner` polls for the answer; `store.nstar` for the entry): a
 claim is only ever tried, never waited for here.
 
 Within one process the claims of a location are kept in one registry, so two handles on the same

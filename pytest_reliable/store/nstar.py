@@ -15,6 +15,10 @@ An entry that cannot be read or has the wrong shape (an older version's, a hand 
 are not UTF-8) is treated as absent with a warning: the pilot runs again. A store that cannot be
 written (``n_star`` is a file, a read-only directory, a lost server) warns too and never costs the
 verdict: the run gates on the n* its pilot found; only the next run pays for the pilot again.
+
+n* lives in four rooms: the statistic `pytest_reliable.stats.reliable_n`, running it
+`pytest_reliable.evaluate.nstar`, keeping it `pytest_reliable.store.nstar`, scheduling it
+`pytest_reliable.evaluate.schedules`.
 """
 
 from __future__ import annotations
@@ -74,6 +78,10 @@ class NStarEntry:
     achievable_eps: float
     n_star_paper: int | None = None
     """The paper's n* from the same pilot (``bootstrap`` entries only)."""
+    pilot_n: int | None = None
+    """The pilot's size, kept with n*: a later run reading the entry reports it, and a bootstrap
+    n* from a pilot under `stats.MIN_BOOTSTRAP_PILOT` stays not reliable there too (SPEC 7).
+    None: n* of a run's own resamplings (no pilot), or an entry stored before it was kept."""
 
     @classmethod
     def from_record(cls, record: Any) -> NStarEntry | None:
@@ -82,13 +90,16 @@ class NStarEntry:
             return None
         n_star, reliable = record.get("n_star"), record.get("reliable")
         eps, paper = record.get("achievable_eps"), record.get("n_star_paper")
+        pilot = record.get("pilot_n")
         if not (_is_int(n_star) and n_star >= 1 and isinstance(reliable, bool)):
             return None
         if isinstance(eps, bool) or not isinstance(eps, (int, float)) or math.isnan(eps):
             return None
         if paper is not None and not (_is_int(paper) and paper >= 1):
             return None
-        return cls(n_star, reliable, float(eps), paper)
+        if pilot is not None and not (_is_int(pilot) and pilot >= 1):
+            return None
+        return cls(n_star, reliable, float(eps), paper, pilot)
 
 
 def _is_int(value: Any) -> TypeGuard[int]:

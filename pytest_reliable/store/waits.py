@@ -1,7 +1,7 @@
 """Waiting for what other processes claimed: one deadline for the whole run, said while it runs.
 
 A process that needs an answer or an n* pilot another process has claimed waits for it (`runner`
-polls for the answer, `nstar_store` for the entry). `ClaimWaits` is the run's account of those
+polls for the answer, `store.nstar` for the entry). `ClaimWaits` is the run's account of those
 waits, one per store (so one per process and run):
 
 - A claim expires (SPEC section 10) once its waiter has waited longer than the holder's work can

@@ -30,22 +30,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_reliable import stats
-from pytest_reliable.plan.data import record_location
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.evaluate.evaluation import CANONICAL, CellResult, ScoreMatrix
 from pytest_reliable.evaluate.nstar import curve_entry
-from pytest_reliable.store.nstar import NStarEntry
+from pytest_reliable.plan.data import record_location
 from pytest_reliable.plan.sampling import n_listed_units
 from pytest_reliable.space import FORMAT_DIMENSIONS, PERMUTE_LISTED_MAX, Space
+from pytest_reliable.store.nstar import NStarEntry
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only, so the core does not load the writers
+    from pytest_reliable.plan.task import Task
     from pytest_reliable.schema.entries import (
         GroupEntry,
         NStarCurveEntry,
         RangeEntry,
         SummaryFields,
     )
-    from pytest_reliable.plan.task import Task
 
 NOISE_PERMUTATIONS = 200
 """Seeded within-instance label permutations behind every ``noise_floor``."""
@@ -496,10 +496,10 @@ class Summary:
     them)."""
     maj_at_k: float | None = None
     """Majority vote of the canonical pass's k samples (`with_majority_at_k`)."""
-    maj_at_k_bound: stats.ProportionBound | None = None
+    maj_at_k_bound: stats.MeanBound | None = None
     circular: float | None = None
     """The share of instances right under every cyclic shift (`circular.py`), when asked."""
-    circular_bound: stats.ProportionBound | None = None
+    circular_bound: stats.MeanBound | None = None
 
     def fields(self) -> SummaryFields:
         """The report fields of SPEC section 8 that come from the score matrix."""
@@ -636,11 +636,12 @@ def summarize(
 
 
 # -- self-consistency (SPEC section 12) ----------------------------------------------------------
-def majority_at_k(matrix: ScoreMatrix) -> tuple[np.ndarray, stats.ProportionBound]:
+def majority_at_k(matrix: ScoreMatrix) -> tuple[np.ndarray, stats.MeanBound]:
     """maj@k per instance and its bound: the majority prediction of the instance's k canonical
     samples, scored as its cells were (a tie for the most votes, or an unparsed majority, is
-    wrong). The bound is Wilson's when every instance's value is 0 or 1 (one independent 0/1
-    outcome per instance), else the clustered bound of the per-instance mean."""
+    wrong). The bound is `stats.bounded_mean` of the per-instance values: exact (Clopper-Pearson)
+    when every value is 0 or 1 (one independent 0/1 outcome per instance; Wilson's errs more
+    often than its level near 0 and 1), Gaffke's for partial credit, as for pass@k."""
     k, n_instances = matrix.canonical_scores.shape
     samples: list[list[Any]] = [[] for _ in range(n_instances)]
     for cell in matrix.canonical_cells():
@@ -657,11 +658,7 @@ def majority_at_k(matrix: ScoreMatrix) -> tuple[np.ndarray, stats.ProportionBoun
             continue  # no answer, a tie, or as many unparsed samples: wrong
         top = max(votes.values(), key=len)
         values[i] = float(np.mean(top))
-    if np.isin(values, (0.0, 1.0)).all():
-        bound: stats.ProportionBound = stats.wilson_bound(int(values.sum()), n_instances)
-    else:
-        bound = stats.clustered_mean(values)
-    return values, bound
+    return values, stats.bounded_mean(values, of="per-instance maj@k values")
 
 
 def _vote_key(prediction: Any) -> Any:

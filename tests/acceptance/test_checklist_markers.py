@@ -95,7 +95,7 @@ def test_checklist_verdicts(pytester: pytest.Pytester) -> None:
     assert mft["decide"] == "pass-on-evidence"
     (check,) = mft["thresholds"]
     assert check["name"] == "min_pass" and check["decide"] == "pass-on-evidence"
-    assert 0.6 <= check["bound"] < 0.7 and check["passed"] and "Wilson" in check["method"]
+    assert 0.6 <= check["bound"] < 0.7 and check["passed"] and "Clopper-Pearson" in check["method"]
     # max_flip_rate=0.0 is zero tolerance: decided exactly (no flip), not on a bound.
     (zero,) = tests["test_punctuation"]["thresholds"]
     assert zero["passed"] and zero["bound"] == 0.0 and "zero tolerance" in zero["method"]
@@ -155,7 +155,7 @@ def test_checklist_thresholds_follow_the_policy(
     pytester: pytest.Pytester, option: tuple[str, ...], outcomes: dict[str, int],
     default_policy: str,
 ) -> None:
-    """6 of 6 right and min_pass=0.8: the one-sided 95% Wilson lower bound (0.69) does not show
+    """6 of 6 right and min_pass=0.8: the one-sided 95% exact lower bound (0.61) does not show
     0.8, so pass-on-evidence fails; nothing shows a breach, so fail-on-evidence passes; the
     estimate (1.0) passes. The marker's decide= wins over --reliable-decide."""
     pytester.makeconftest(CONFTEST)
@@ -168,8 +168,8 @@ def test_checklist_thresholds_follow_the_policy(
     assert default["verdict"] == ("failed" if default_policy == "pass-on-evidence" else "passed")
     (check,) = default["thresholds"]
     if default_policy == "pass-on-evidence":
-        assert check["bound"] == pytest.approx(6 / (6 + 1.6448536**2))
-        line = ("*min_pass: observed 1.0000, required >= 0.8; lower bound 0.6892 at 95% "
+        assert check["bound"] == pytest.approx(0.05 ** (1 / 6))  # Clopper-Pearson, 6 of 6
+        line = ("*min_pass: observed 1.0000, required >= 0.8; lower bound 0.6070 at 95% "
                 "(pass-on-evidence*")
         result.stdout.fnmatch_lines([line])
     else:
@@ -178,10 +178,12 @@ def test_checklist_thresholds_follow_the_policy(
     assert fail_check["decide"] == "fail-on-evidence" and fail_check["passed"]
     assert fail_check["bound"] == pytest.approx(1.0) and "Holm over 1 claims" in fail_check["method"]
     assert tests["test_mft_estimate"]["thresholds"][0]["decide"] == "estimate"
-    # Two perturbations of each example: the pairs of one example are clustered.
+    # Two perturbations of each example: the bound is on the 6 examples' own rates, not on 12
+    # independent pairs.
     two = tests["test_two_pairs_per_example"]
     assert two["pairs"] == 12 and two["rate"] == 0.0
-    assert "clustered by example" in two["thresholds"][0]["method"] or default_policy == "estimate"
+    assert ("6 examples' rates (2 pairs each)" in two["thresholds"][0]["method"]
+            or default_policy == "estimate")
 
 
 @pytest.mark.slow

@@ -49,7 +49,8 @@ def test_bootstrap_extends_the_pilot_and_a_later_run_reuses_n_star_and_calls(
     entry = by_test(first)["test_auto"]
     n_star = entry["n_star"]
     assert entry["n_star_method"] == "bootstrap" and entry["n_star_source"] == "pilot"
-    assert entry["pilot_n"] == 12 and n_star > 12 and entry["n_star_reliable"] is True
+    # A bootstrap pilot under 30 cannot vouch for its n* (SPEC 7): not reliable, and it says why.
+    assert entry["pilot_n"] == 12 and n_star > 12 and entry["n_star_reliable"] is False
     assert 1 <= entry["n_star_paper"] <= 12
     # The gate ran n* resamplings: the pilot's 12 and n* - 12 more, every call counted once.
     assert entry["n_resamplings"] == n_star
@@ -57,9 +58,13 @@ def test_bootstrap_extends_the_pilot_and_a_later_run_reuses_n_star_and_calls(
 
     # The store gives n* without a pilot, and the extended plan is exactly the full plan of n*:
     # every call replays from the response cache.
-    _, second = run_json(pytester, "--reliable-n=auto", "--reliable-pilot-n=12", name="second.json")
+    shown, second = run_json(pytester, "--reliable-n=auto", "--reliable-pilot-n=12",
+                             name="second.json")
     again = by_test(second)["test_auto"]
-    assert again["n_star_source"] == "store" and again["pilot_n"] is None
+    shown.stdout.fnmatch_lines(["*from a bootstrap pilot of 12 resamplings*"])
+    # A stored n* keeps its pilot's size, so the later run says the same.
+    assert again["n_star_source"] == "store" and again["pilot_n"] == 12
+    assert again["n_star_reliable"] is False
     assert (again["n_star"], again["n_star_paper"]) == (n_star, entry["n_star_paper"])
     assert again["n_resamplings"] == n_star
     assert (again["calls"]["made"], again["calls"]["cached"]) == (0, 5 * (n_star + 1))

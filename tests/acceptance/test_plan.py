@@ -96,7 +96,7 @@ def test_plan_makes_no_call_prints_calls_and_resolution_and_exits_0(
         "*test_gate.py::test_inv (invariance)",
         "*calls: 12 examples + their perturbed copies: at most 36*",
         "total: 3496 model calls planned over 3 tests*",
-        "method: normal approximation*",
+        "method: min_score and min_win_rate by *simulated gates*",
     ])
     # The resolvable value lies on the right side of the limit, by a margin that N=100 implies.
     line = next(s for s in out.splitlines() if "min_score=0.6:" in s)

@@ -53,7 +53,9 @@ def test_auto_n_pilots_once_then_reuses_the_store(pytester: pytest.Pytester) -> 
     _, report_second = run_json(pytester, "--reliable-n=auto", "--reliable-pilot-n=12",
                                      "--reliable-no-cache", name="second.json")
     again = by_test(report_second)["test_auto"]
-    assert again["n_star_source"] == "store" and again["pilot_n"] is None
+    # A stored n* keeps its pilot's size (SPEC 7), and with it n_star_reliable: false under 30.
+    assert again["n_star_source"] == "store" and again["pilot_n"] == 12
+    assert again["n_star_reliable"] is entry["n_star_reliable"] is False
     assert again["n_star"] == n_star and again["n_resamplings"] == n_star
     assert again["calls"]["made"] + again["calls"]["cached"] == 5 * (n_star + 1)
     assert again["mean"] == pytest.approx(entry["mean"])
