@@ -35,7 +35,7 @@ from scipy import stats as sps
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_reliable.evaluate.evaluation import ScoreMatrix
-from pytest_reliable.evaluate.stopping import batch_size, run_until_settled
+from pytest_reliable.evaluate.stopping import batch_size, check_step, run_until_settled
 
 LIMIT, CONFIDENCE, FORMAT_EFFECT, CONCENTRATION = 0.7, 0.95, 0.05, 10.0
 DISTANCES = (-0.1, 0.0, 0.05, 0.1, 0.2)
@@ -117,7 +117,8 @@ def main() -> int:
     step = batch_size(args.n)
     full_calls = args.instances * (args.n + 1)
     print(f"min_score={LIMIT} under pass-on-evidence at {CONFIDENCE:.0%}; {args.instances} "
-          f"instances, n={args.n} resamplings, batches of {step}, {args.reps} gates per row, "
+          f"instances, n={args.n} resamplings, a first batch of {step}, then checks every "
+          f"{check_step(args.n)}, {args.reps} gates per row, "
           f"{args.sequence} confidence sequence, format effects +-{args.format_effect:g}")
     header = (f"{'truth-limit':>11}  {'full: calls':>11}  {'pass rate':>13}  "
               f"{'early: calls':>14}  {'pass rate':>13}  {'saving':>6}  "
@@ -137,7 +138,7 @@ def main() -> int:
             full_pass.append(fixed_n_lower(scores) >= LIMIT)
             stopped = run_until_settled(
                 SimulatedEvaluation(scores), thresholds, decide="pass-on-evidence",
-                confidence=CONFIDENCE, batch=step, sequence=args.sequence,
+                confidence=CONFIDENCE, sequence=args.sequence,
             )
             early_pass.append(fixed_n_lower(stopped.matrix.scores) >= LIMIT)
             early_calls.append(stopped.matrix.calls_made)

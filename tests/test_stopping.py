@@ -12,6 +12,7 @@ from pytest_reliable.evaluate.stopping import (
     LATE,
     batch_size,
     check,
+    check_step,
     mean_bounds,
     settled,
 )
@@ -91,6 +92,7 @@ def test_the_early_looks_spend_a_share_of_alpha_the_late_sequence_the_rest() -> 
         assert bounds.cs_low < float(full.low[-1]) and bounds.cs_high > float(full.high[-1])
 
 
-def test_batches_give_about_thirty_checks_and_at_least_one_resampling() -> None:
-    assert batch_size(30) == 1 and batch_size(31) == 2 and batch_size(100) == 4
-    assert batch_size(1) == 1
+def test_a_first_batch_then_about_thirty_checks() -> None:
+    assert batch_size(30) == 2 and batch_size(100) == 5
+    assert check_step(30) == 1 and check_step(31) == 2 and check_step(100) == 4
+    assert check_step(1) == 1
