@@ -29,7 +29,7 @@ from pytest_reliable.plugin.xdist import is_worker
 
 if TYPE_CHECKING:
     # The stash keys below name these in strings, which mypy reads and ruff does not.
-    from pytest_reliable.checklist.report import ChecklistReport
+    from pytest_reliable.checklist.report import ChecklistReport  # noqa: F401
     from pytest_reliable.contract.markers import ChecklistSpec, ReliableSpec  # noqa: F401
     from pytest_reliable.report.format import Column
     from pytest_reliable.run.session import ProgressCallback, ReliableSession
