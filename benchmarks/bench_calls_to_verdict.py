@@ -35,7 +35,7 @@ from scipy import stats as sps
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_reliable.evaluate.evaluation import ScoreMatrix
-from pytest_reliable.evaluate.stopping import batch_size, run_until_settled
+from pytest_reliable.evaluate.stopping import batch_size, check_step, run_until_settled
 
 LIMIT, CONFIDENCE, FORMAT_EFFECT, CONCENTRATION = 0.7, 0.95, 0.05, 10.0
 DISTANCES = (-0.1, 0.0, 0.05, 0.1, 0.2)
@@ -63,12 +63,13 @@ class SimulatedEvaluation:
         )
 
 
-def simulate(truth: float, n: int, n_instances: int, rng: np.random.Generator) -> np.ndarray:
-    inner = (truth - FORMAT_EFFECT) / (1 - 2 * FORMAT_EFFECT)
-    a = FORMAT_EFFECT + (1 - 2 * FORMAT_EFFECT) * rng.beta(
+def simulate(truth: float, n: int, n_instances: int, rng: np.random.Generator,
+             effect: float = FORMAT_EFFECT) -> np.ndarray:
+    inner = (truth - effect) / (1 - 2 * effect)
+    a = effect + (1 - 2 * effect) * rng.beta(
         inner * CONCENTRATION, (1 - inner) * CONCENTRATION, n_instances
     )
-    f = FORMAT_EFFECT * rng.choice([-1.0, 1.0], n)
+    f = effect * rng.choice([-1.0, 1.0], n)
     return (rng.random((n, n_instances)) < a[None, :] + f[:, None]).astype(np.float64)
 
 
@@ -106,6 +107,8 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=100, help="resamplings of a full gate")
     parser.add_argument("--instances", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--format-effect", type=float, default=FORMAT_EFFECT,
+                        help="each resampling's effect is +- this (a fair coin)")
     parser.add_argument("--sequence", choices=("asymptotic", "betting"), default="asymptotic",
                         help="the confidence sequence that stops the gate")
     args = parser.parse_args()
@@ -114,8 +117,9 @@ def main() -> int:
     step = batch_size(args.n)
     full_calls = args.instances * (args.n + 1)
     print(f"min_score={LIMIT} under pass-on-evidence at {CONFIDENCE:.0%}; {args.instances} "
-          f"instances, n={args.n} resamplings, batches of {step}, {args.reps} gates per row, "
-          f"{args.sequence} confidence sequence")
+          f"instances, n={args.n} resamplings, a first batch of {step}, then checks every "
+          f"{check_step(args.n)}, {args.reps} gates per row, "
+          f"{args.sequence} confidence sequence, format effects +-{args.format_effect:g}")
     header = (f"{'truth-limit':>11}  {'full: calls':>11}  {'pass rate':>13}  "
               f"{'early: calls':>14}  {'pass rate':>13}  {'saving':>6}  "
               f"{'peeking: pass rate':>18}")
@@ -124,13 +128,17 @@ def main() -> int:
     failures = []
     start = time.perf_counter()
     for distance in DISTANCES:
+        if not args.format_effect < LIMIT + distance < 1 - args.format_effect:
+            print(f"{distance:>+11.2f}  (no such model: format effects +-{args.format_effect:g} "
+                  f"around {LIMIT + distance:g} leave [0, 1])")
+            continue
         full_pass, early_pass, naive_pass, early_calls = [], [], [], []
         for _ in range(args.reps):
-            scores = simulate(LIMIT + distance, args.n, args.instances, rng)
+            scores = simulate(LIMIT + distance, args.n, args.instances, rng, args.format_effect)
             full_pass.append(fixed_n_lower(scores) >= LIMIT)
             stopped = run_until_settled(
                 SimulatedEvaluation(scores), thresholds, decide="pass-on-evidence",
-                confidence=CONFIDENCE, batch=step, sequence=args.sequence,
+                confidence=CONFIDENCE, sequence=args.sequence,
             )
             early_pass.append(fixed_n_lower(stopped.matrix.scores) >= LIMIT)
             early_calls.append(stopped.matrix.calls_made)

@@ -5,7 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_reliable.evaluate.stopping import check, settled
+from pytest_reliable import stats
+from pytest_reliable.evaluate.stopping import (
+    EARLY_SHARE,
+    FIRST_LOOK,
+    LATE,
+    batch_size,
+    check,
+    check_step,
+    mean_bounds,
+    settled,
+)
 
 
 @pytest.mark.parametrize("decide", ["pass-on-evidence", "fail-on-evidence", "estimate"])
@@ -56,3 +66,33 @@ def test_thresholds_without_anytime_bounds_never_stop_and_canonical_ones_do() ->
     canonical = check({"min_lower_ci": ("min", 0.5)}, scores[:2], decide="estimate",
                       confidence=0.95)
     assert canonical.stop
+
+
+def test_a_clear_cut_model_stops_before_ten_resamplings_and_not_before_the_first_look() -> None:
+    """The one burn-in of 10 capped every saving at (n + 1) / 11, 2.8x at n=30 (issue 30)."""
+    rng = np.random.default_rng(2)
+    kwargs = {"decide": "pass-on-evidence", "confidence": 0.95, "n_planned": 30}
+    scores = _scores(0.9, 30, rng)
+    assert check({"min_score": ("min", 0.7)}, scores[:FIRST_LOOK], **kwargs).stop
+    assert not check({"min_score": ("min", 0.7)}, scores[:FIRST_LOOK - 1], **kwargs).stop
+
+
+def test_the_early_looks_spend_a_share_of_alpha_the_late_sequence_the_rest() -> None:
+    """Union bound: the early sequence is stricter than one at the full alpha, the late one
+    too, so the two together never spend more than alpha."""
+    rng = np.random.default_rng(3)
+    scores = _scores(0.8, 12, rng)
+    x = scores.mean(axis=1)
+    for t, share, t_min in ((8, EARLY_SHARE, FIRST_LOOK), (12, 1 - EARLY_SHARE, LATE)):
+        bounds = mean_bounds(scores[:t], 0.95, t_opt=10)
+        stricter = stats.asymptotic_cs(x[:t], 0.05 * share, t_opt=LATE if t < LATE else 10,
+                                       t_min=t_min)
+        full = stats.asymptotic_cs(x[:t], 0.05, t_opt=LATE if t < LATE else 10, t_min=t_min)
+        assert bounds.cs_low == pytest.approx(float(stricter.low[-1]))
+        assert bounds.cs_low < float(full.low[-1]) and bounds.cs_high > float(full.high[-1])
+
+
+def test_a_first_batch_then_about_thirty_checks() -> None:
+    assert batch_size(30) == 2 and batch_size(100) == 5
+    assert check_step(30) == 1 and check_step(31) == 2 and check_step(100) == 4
+    assert check_step(1) == 1

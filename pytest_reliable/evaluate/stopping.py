@@ -11,13 +11,32 @@ What the bounds cover, honestly:
 - The observation of resampling r is its mean score over the test's fixed instances. Resamplings
   are drawn independently from the space, so a confidence sequence over them covers mu_I, the
   mean over the space *for these instances*, not the mean over instances like them. Which
-  sequence: see `SEQUENCE` (the asymptotic one by default: it settles a model 0.1 from its limit
-  with >= 3x fewer calls; the exact betting one only 1.4x).
+  sequence: see `SEQUENCE` (the asymptotic one by default; the exact betting one settles a model
+  0.1 above its limit only after about 70 resamplings).
 - Instance sampling enters as a margin: the bound on mu (the threshold's estimand, SPEC section 11)
   is the sequence's bound widened by the distance from the mean to the gate's own clustered bound
   (`stats.clustered_mean`: Wilson on the effective n, t(N-1)) at alpha/2. The error budget
   alpha = 1 - confidence is split in halves: alpha/2 for the sequence (each side), alpha/2 for
-  the instance margin.
+  the instance margin. The sequence's half is spent in two parts (union bound): a quarter on the
+  early looks (resamplings `FIRST_LOOK` = 6 to 9, a sequence of their own) and the rest from
+  resampling `LATE` = 10 on (the sequence measured since issue 9, burn-in 10).
+- Where the calls go (benchmarks/bench_calls_to_verdict.py --n 30 --instances 100 --reps 1000:
+  100 instances, up to 30 resamplings, min_score 0.7 under pass-on-evidence at 95%, format
+  effects +-0.05). A gate costs N x (resamplings + 1 canonical sample) calls, so the stopping
+  point is everything: a model 0.10 above its limit stops after about 11 resamplings (1,187
+  calls against 3,100: 2.6x; 0.20 above: 4.4x), and passes at the limit 5.0% +- 0.7% of the
+  time (the full gate 4.8%). With one burn-in of 10 no gate could stop before resampling 10:
+  that alone capped every saving at 31/11 = 2.8x (measured before: 2.3x at +0.10), whatever
+  the margin or the batch size. Below 10 the running standard deviation is the risk: a model
+  whose format effect is two-valued shows only one value in the first t draws with probability
+  2^-t and the sequence then looks narrow. On 30 instances with effects +-0.15 (``--instances 30
+  --format-effect 0.15``, 1,000 gates) the pass rate at the limit is 5.6% +- 0.7% with the
+  stricter early looks, 5.0% before, 4.7% for the full gate; on another 1,000 gates, 5.1%
+  against 4.7% before, where one sequence started at 6 at the full alpha passed 5.5%.
+  What bounds the saving further is the instance margin (about 0.035 of the 0.10 here, spent
+  at every look): the between-instance variance component of a two-way analysis of variance
+  instead (it leaves out the cell noise the sequence already covers) reached 3.1x-3.3x, but
+  raised that pass rate to 5.8%-6.2%, so it is not used.
 - Covered thresholds: ``min_score`` (the mean over resamplings). Thresholds computed from the
   canonical pass alone (``min_lower_ci``, ``min_pass_at_k``, ``min_pass_hat_k``) do not change
   with more resamplings and are settled after the first batch. Group ranges and ``max_std`` have
@@ -87,6 +106,40 @@ a model 0.1 above its limit (1.4x fewer calls than n=100, benchmarks/bench_calls
 do, and settles the same model in a few batches; its error rates are measured there."""
 
 
+FIRST_LOOK = 6
+"""The first resampling count at which a gate may stop (`stats.asymptotic_cs`'s t_min for the
+early looks)."""
+LATE = 10
+"""From here on the sequence is the one measured since issue 9 (the sequence's own burn-in)."""
+EARLY_SHARE = 0.25
+"""The share of alpha spent on the early looks (FIRST_LOOK to LATE - 1); the sequence from LATE
+on spends the rest. One burn-in of 10 capped the saving at 31/11 = 2.8x on n=30 whatever the
+model; a CLT sequence started before 10 at the full alpha raised the pass rate at the limit
+(a model whose format effect is two-valued can show only one value in the first few draws, with
+probability 2^-t), so the early looks are a separate, stricter sequence: by the union bound the
+two together still spend alpha."""
+T_OPT_FLOOR = 10
+"""The late sequence is tightest at t_opt = max(T_OPT_FLOOR, n / 4) resamplings."""
+
+
+def sequence_bounds(
+    per_resampling: npt.NDArray[np.float64], alpha: float, *, sequence: str, t_opt: int,
+) -> tuple[float, float]:
+    """The sequence's bounds on mu_I after the resamplings so far, two-sided at ``alpha``."""
+    t = per_resampling.size
+    if sequence == "betting":
+        cs = stats.betting_cs(per_resampling, alpha)
+    elif sequence != "asymptotic":
+        raise ValueError(f"sequence must be one of {SEQUENCES}, got {sequence!r}")
+    elif t < LATE:
+        cs = stats.asymptotic_cs(per_resampling, alpha * EARLY_SHARE, t_opt=LATE,
+                                 t_min=FIRST_LOOK)
+    else:
+        cs = stats.asymptotic_cs(per_resampling, alpha * (1.0 - EARLY_SHARE), t_opt=t_opt,
+                                 t_min=LATE)
+    return float(cs.low[-1]), float(cs.high[-1])
+
+
 def mean_bounds(
     scores: npt.NDArray[np.float64], confidence: float, *, sequence: str = SEQUENCE,
     t_opt: int = 20,
@@ -95,13 +148,7 @@ def mean_bounds(
     matrix of scores in [0, 1]; see the module docstring for the error budget."""
     alpha = 1.0 - confidence
     per_resampling = np.clip(scores.mean(axis=1), 0.0, 1.0)
-    if sequence == "betting":
-        cs = stats.betting_cs(per_resampling, alpha)
-    elif sequence == "asymptotic":
-        cs = stats.asymptotic_cs(per_resampling, alpha, t_opt=t_opt)
-    else:
-        raise ValueError(f"sequence must be one of {SEQUENCES}, got {sequence!r}")
-    low, high = float(cs.low[-1]), float(cs.high[-1])
+    low, high = sequence_bounds(per_resampling, alpha, sequence=sequence, t_opt=t_opt)
     if scores.shape[1] < 2:
         # One instance says nothing about instances like it.
         return MeanBounds(-math.inf, math.inf, low, high, math.inf)
@@ -142,7 +189,7 @@ def check(
         if name in CANONICAL_ONLY:
             continue
         bounds = mean_bounds(scores, confidence, sequence=sequence,
-                             t_opt=max(10, (n_planned or 2 * n) // 4))
+                             t_opt=max(T_OPT_FLOOR, (n_planned or 2 * n) // 4))
         if not settled(direction, limit, bounds.low, bounds.high, decide):
             return StopDecision(
                 False, f"{name} not settled after {n} resamplings: anytime bounds "
@@ -155,8 +202,16 @@ def check(
 
 
 def batch_size(n: int) -> int:
-    """Resamplings per batch: about 20 checks over a full run, at least 2 per batch."""
+    """Resamplings in the first batch (the batch path's first stage): about 20 batches over a
+    full run, at least 2."""
     return max(2, math.ceil(n / 20))
+
+
+def check_step(n: int) -> int:
+    """Resamplings per later batch: about 30 checks over a full run, at least 1. A check costs
+    no call and a gate stops at the first check after its verdict settled, so a finer step stops
+    nearer that point (at n=30: after 7 or 9 resamplings, not only after 8 or 10)."""
+    return max(1, math.ceil(n / 30))
 
 
 @dataclass(frozen=True)
@@ -176,10 +231,11 @@ def run_until_settled(
     sequence: str = SEQUENCE,
 ) -> StoppedRun:
     """Run ``staged``'s resamplings batch by batch in plan order (the canonical pass with the
-    first), checking after each batch; stop when `check` says so, or after all of them."""
+    first), checking after each batch; stop when `check` says so, or after all of them.
+    ``batch``: resamplings per batch (default: `batch_size` first, then `check_step`)."""
     n = staged.settings.n
-    step = batch or batch_size(n)
-    matrix = staged.run(0, min(step, n), canonical=True)
+    matrix = staged.run(0, min(batch or batch_size(n), n), canonical=True)
+    step = batch or check_step(n)
     while matrix.n_resamplings < n:
         if matrix.problems:  # a missing answer is never scored: no decision can rest on it
             return StoppedRun(matrix, True, "calls did not complete; stopped")
