@@ -100,3 +100,15 @@ def test_the_benchmark_replays_both_searches_on_a_score_matrix(
             assert float(uniform) == float(adaptive) == 0.0
         used_u, used_a = (int(c) for c in calls.split("/"))
         assert used_a <= used_u and float(ratio) >= 1.0
+
+
+def test_the_benchmark_replays_the_shipped_matrix_a_sample_of_its_space(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The shipped matrix holds 49 of the sentiment space's 128 formats (and an `order` key no
+    space declares): the replay treats each column as one format, as measured."""
+    shipped = Path(__file__).parent.parent / "benchmarks" / "data" / "matrix_smollm2_reviews.npz"
+    assert _bench().main(["--replay", str(shipped), "--reps", "1", "--limits", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "60 instances x 49 formats" in out
+    assert len([line for line in out.splitlines() if line.startswith(("ilr", "fixed"))]) == 4
