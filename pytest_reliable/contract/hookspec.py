@@ -37,3 +37,11 @@ def pytest_reliable_table_columns(columns: list[Column]) -> None:
     """Called once with the `reliable` summary table's columns (header, cell function), in
     order: append, insert or remove columns in place. Columns beyond the essential ones are
     dropped first when the terminal is narrow."""
+
+
+@hookspec(firstresult=True)
+def pytest_reliable_generate_commit_info(config: Any) -> str | None:
+    """The commit a kept report names (``--reliable-history``, its ``git_commit``). Return it
+    where CI already knows it (``os.environ["GITHUB_SHA"]``) to spare the plugin its default,
+    ``git rev-parse HEAD`` in the rootdir; the first answer that is not None wins, and None
+    everywhere keeps the field null."""

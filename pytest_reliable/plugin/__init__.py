@@ -91,6 +91,14 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspec)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_reliable_generate_commit_info(config: pytest.Config) -> str | None:
+    """The default commit of a kept report: the checkout's, read with git in the rootdir."""
+    from pytest_reliable.store.reports import git_commit
+
+    return git_commit(config.rootpath)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 

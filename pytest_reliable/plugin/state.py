@@ -256,8 +256,9 @@ class ReliableState:
         that cannot be kept is said, not fatal: the run's own reports are written already."""
         from pytest_reliable.store import reports
 
+        commit = self.config.hook.pytest_reliable_generate_commit_info(config=self.config)
         kept = reports.kept_report(report, run_id=self.settings.run_id,
-                                   commit=reports.git_commit(self.config.rootpath))
+                                   commit=None if commit is None else str(commit))
         assert self.settings.history is not None
         said = []
         try:

@@ -95,6 +95,21 @@ def test_runs_are_kept_by_run_id_and_drawn_in_time_order_with_failed_runs_marked
         assert commit[:12] in page
 
 
+def test_a_conftest_names_the_commit_ci_knows_and_git_is_not_asked(
+        pytester: pytest.Pytester) -> None:
+    """`pytest_reliable_generate_commit_info` (issue 29 item 5, as pytest-benchmark's hook): the
+    kept report names the commit the hook returns, here in a directory that is no repository."""
+    write_project(pytester)
+    pytester.makeconftest(pytester.path.joinpath("conftest.py").read_text(encoding="utf-8") + (
+        "\n\ndef pytest_reliable_generate_commit_info(config):\n"
+        "    return 'c0ffee' * 6 + 'c0ff'\n"))
+    done = pytester.runpytest_subprocess("--reliable-history=hist", "--reliable-run-id=r1",
+                                         "-p", "no:randomly", "test_gate.py::test_passes")
+    done.assert_outcomes(passed=1)
+    [report] = kept(pytester.path / "hist")
+    assert report["git_commit"] == "c0ffee" * 6 + "c0ff"
+
+
 def test_without_git_the_commit_is_null_and_nothing_fails(tmp_path: Path) -> None:
     assert git_commit(tmp_path) is None
     assert git_commit(tmp_path / "missing") is None
