@@ -1,26 +1,26 @@
 """LLM-as-judge graders (SPEC section 12): a judge is a model, its votes are calls.
 
-A `Judge` grades a `Generation`'s answers by asking a model (any model object: `chat_model`,
-`text_model`, `openai_model`, `local_model`, a protocol object) to grade each answer against a
-rubric, ``votes`` times at ``temperature``. Its votes are requests like the model's own, run by the
-same `Runner` (cache, budget, retries, concurrency, record modes, progress): the cache key holds
-the judge's identity, the messages (which hold the rubric, the question, the reference and the
-answer, so a changed rubric or answer is a new key) and the vote index, so votes 0..votes-1 are
-independent draws and a changed judge or rubric is never served old grades. Two cells whose
-model gave the same answer to the same question share their votes: grading stays a function of
-the response.
+A `Judge` is a `Grader` (`plan.grading`): it grades a `Generation`'s answers by asking a model
+(any model object: `chat_model`, `text_model`, `openai_model`, `local_model`, a protocol object)
+to grade each answer against a rubric, ``votes`` times at ``temperature``. Its votes are
+requests like the model's own, run by the same `Runner` (cache, budget, retries, concurrency,
+record modes, progress): the cache key holds the judge's identity, the messages (which hold the
+rubric, the question, the reference and the answer, so a changed rubric or answer is a new key)
+and the vote index, so votes 0..votes-1 are independent draws and a changed judge or rubric is
+never served old grades. Two cells whose model gave the same answer to the same question share
+their votes: grading stays a function of the response.
 
 A cell's score is the mean of its votes, in [0, 1]; a vote the reply does not yield (or whose
 call did not complete) is a failing vote, counted in ``unparsed_votes``. The bounds of section 11
-(clustered by instance) then hold for the judged cells as for any other score in [0, 1];
-`judge_entry` reports how noisy the judge was (``agreement``, ``judge_variance_share``). How a
-reply yields a vote is `judge_votes`' grammar: the form the judge was asked for, and only
-unambiguous variants of it.
+(clustered by instance) then hold for the judged cells as for any other score in [0, 1]. The
+judge returns typed grades (votes, unread replies, its calls); what the report says of it (how
+noisy it was, its win rate) is the verdict stage's (`verdict.judged`). How a reply yields a vote
+is `judge_votes`' grammar: the form the judge was asked for, and only unambiguous variants of it.
 
 A judge whose replies cannot be read is the judge's failure, not the model's: when more than
-``max_unparsed`` of a test's votes came back but yielded no grade, `unread_judge` names the judge,
-the share and one such reply, and the test reports an error (no statistics), as a test whose
-calls did not complete does: a missing grade is not a wrong answer.
+``max_unparsed`` of a test's votes came back but yielded no grade, `verdict.judged.unread_judge`
+names the judge, the share and one such reply, and the test reports an error (no statistics), as
+a test whose calls did not complete does: a missing grade is not a wrong answer.
 
 The judge is checked when a test uses it (`Judge.check`), not when it is built, so a bad
 argument stops the run with a usage error before any call, wherever the judge was written.
