@@ -12,7 +12,8 @@ from pytest_reliable import Dataset, Generation, Judge, chat_model, openai_model
 from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.models.base import Message
 from pytest_reliable.run.session import ReliableSession, Settings
-from pytest_reliable.tasks.judge import JudgeUsageError, judge_of
+from pytest_reliable.tasks.grading import judge_of
+from pytest_reliable.tasks.judge import JudgeUsageError
 from pytest_reliable.testing import ScriptedServer
 
 DATA = Dataset.from_records(

@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("space",),  # the pre-registered perturbation space
     ("contract",),  # what a user names: vocabulary, settings, marker arguments, hook specs
     ("stats",),  # pure statistics over score arrays
-    ("plan",),  # Space -> Plan; Plan x Dataset -> Prompt (and the Task protocol render reads)
+    ("plan",),  # Space -> Plan; Plan x Dataset -> Prompt (and the Task and Grader protocols)
     ("models",),  # the model protocol and its adapters
     ("store",),  # what outlives a run: answers, ledger, claims, n*, kept reports
     ("calls",),  # cache keys, money, requests, budget, the runner and its transports

@@ -10,10 +10,11 @@ Both test kinds share one render-run-grade pipeline, as values that never change
   tests) and numbers its samples in plan order: a `PlannedCell` is what to ask, its `Request`
   what the cache key is made of;
 - `run_cells` sends the requests through the `Runner`;
-- `grade_results` turns each answer into a `CellResult` (the planned cell, what came back and its
-  grade), and `count_calls` counts the calls made and cached and lists those that did not
-  complete. Grading sees the whole batch at once, so a grader that makes calls of its own (a
-  judge) can replace it without reshaping anything else.
+- `grade_results` hands the answers that came back to the task's `Grader` (`plan.grading`,
+  chosen by `tasks.grading.grader_of`) in one call and turns each into a `CellResult` (the
+  planned cell, what came back and its grade); `count_calls` counts the calls made and cached
+  and lists those that did not complete. A grader that makes calls of its own (a judge) grades
+  the same batch through the runners of the `Judging` and says what its calls were.
 """
 
 from __future__ import annotations
@@ -27,15 +28,15 @@ import numpy as np
 from pytest_reliable.calls.pricing import Spend
 from pytest_reliable.calls.requests import CallResult, Request, number_samples
 from pytest_reliable.calls.runner import Runner
-from pytest_reliable.errors import ReliableError
 from pytest_reliable.models.base import AsyncModel, SamplingParams
+from pytest_reliable.plan.grading import Answer, GradingContext
 from pytest_reliable.plan.prompt import Prompt
 from pytest_reliable.plan.render import render
 from pytest_reliable.plan.sampling import Cell as PlanCell
 from pytest_reliable.plan.sampling import make_plan
 from pytest_reliable.plan.task import Task
 from pytest_reliable.space import Space, Variant
-from pytest_reliable.tasks.judge import Judge, JudgedItem, Verdict, judge_of
+from pytest_reliable.tasks.grading import grader_of
 
 CANONICAL = -1
 """The resampling index of the canonical pass's cells."""
@@ -180,10 +181,14 @@ class ScoreMatrix:
 @dataclass(frozen=True)
 class Judging:
     """The runners a judge grades with: its own model's, and for a pairwise judge the
-    baseline's (run on the same requests as the candidate: same plan, same cache keys)."""
+    baseline's (run on the same requests as the candidate: same plan, same cache keys). Kept
+    as runners so their calls are paid as the test's (`Evaluator.spend`)."""
 
     judge: Runner
     baseline: Runner | None = None
+
+    def context(self) -> GradingContext:
+        return GradingContext(self.judge, self.baseline)
 
 
 @dataclass
@@ -195,7 +200,8 @@ class Calls:
     cached: int = 0
     problems: list[str] = field(default_factory=list)
     judge: Calls | None = None
-    """A judge's calls grading the answers, counted apart (None: no judge graded them)."""
+    """The grader's own calls (a judge's) grading the answers, counted apart (None: the
+    grader made none)."""
 
     def add(self, other: Calls) -> None:
         self.made += other.made
@@ -247,95 +253,28 @@ def grade_results(
     judging: Judging | None = None,
     calls: Calls | None = None,
 ) -> list[CellResult]:
-    """Each cell graded on its call's answer: ``task.grade`` of the text against the example and
-    the prompt it answered. A call that did not complete is not graded as a wrong answer: it
-    scores 0, unparsed, and `count_calls` lists it among the problems.
-
-    A task graded by a judge (`judge.judge_of`) is graded in a second stage: every answer of
-    the batch is judged in one run of ``judging.judge`` (the judge's own model, same cache and
-    budget; a pairwise judge compares each answer with ``judging.baseline``'s); the judge's calls are added to ``calls.judge``."""
-    judge = judge_of(task)
-    if judge is not None:
-        return _judged(cells, examples, results, task, judge, judging, calls)
-    graded = []
-    for cell, example, result in zip(cells, examples, results):
-        if result.status != "ok" or result.response is None:
-            graded.append(CellResult(cell, result.status, error=result.error or result.status))
-            continue
-        text = result.response.text
-        grade = task.grade(text, example, cell.prompt)
-        graded.append(CellResult(cell, result.status, text, None, float(grade.score),
-                                 bool(grade.parsed), grade.prediction))
+    """Each cell graded on its call's answer against the example and the prompt it answered,
+    the whole batch in one call of the task's grader (`grader_of`: its own ``task.grade`` of
+    each answer, or its judge, whose calls run through ``judging`` and are added to
+    ``calls.judge``). A call that did not complete is not graded as a wrong answer: it scores
+    0, unparsed, and `count_calls` lists it among the problems."""
+    answered: list[int] = []
+    answers: list[Answer] = []
+    for j, (cell, example, result) in enumerate(zip(cells, examples, results)):
+        if result.status == "ok" and result.response is not None:
+            answered.append(j)
+            answers.append(Answer(result.response.text, example, cell.prompt, cell.request))
+    grades = grader_of(task).grade(
+        answers, judging.context() if judging is not None else GradingContext())
+    if grades.calls is not None and calls is not None:
+        made = grades.calls
+        calls.add(Calls(judge=Calls(made.made, made.cached, list(made.problems))))
+    graded = [CellResult(cell, result.status, error=result.error or result.status)
+              for cell, result in zip(cells, results)]
+    for j, answer, grade in zip(answered, answers, grades.each):
+        graded[j] = CellResult(cells[j], "ok", answer.text, None, float(grade.score),
+                               bool(grade.parsed), grade.prediction, grade.votes, grade.unread)
     return graded
-
-
-def _judged(
-    cells: Sequence[PlannedCell],
-    examples: Sequence[dict[str, Any]],
-    results: Sequence[CallResult],
-    task: Task,
-    judge: Judge,
-    judging: Judging | None,
-    calls: Calls | None,
-) -> list[CellResult]:
-    """The cells graded by ``judge``: an empty answer is unparsed without asking the judge;
-    every other answer gets ``judge.votes`` votes, its score is their mean."""
-    if judging is None:
-        raise ReliableError(f"{task!r} is graded by a judge: give the evaluation its Judging")
-    to_judge: list[int] = []
-    items: list[JudgedItem] = []
-    for j, (example, result) in enumerate(zip(examples, results)):
-        if result.status == "ok" and result.response is not None and result.response.text.strip():
-            to_judge.append(j)
-            items.append(JudgedItem(task.prompt_text(example), tuple(_references(task, example)),
-                                    result.response.text.strip()))
-    runner = judging.judge
-    before = (runner.stats.made, runner.stats.cached)
-    if judge.pairwise:
-        verdicts = dict(zip(to_judge, _pairwise_verdicts(
-            [cells[j] for j in to_judge], items, judge, judging)))
-    else:
-        verdicts = dict(zip(to_judge, judge.grade_all(items, runner)))
-    judge_calls = Calls(runner.stats.made - before[0], runner.stats.cached - before[1],
-                        [p for v in verdicts.values() for p in v.problems])
-    if calls is not None:
-        calls.add(Calls(judge=judge_calls))
-    graded = []
-    for j, (cell, result) in enumerate(zip(cells, results)):
-        if result.status != "ok" or result.response is None:
-            graded.append(CellResult(cell, result.status, error=result.error or result.status))
-        elif j not in verdicts:
-            graded.append(CellResult(cell, result.status, result.response.text))
-        else:
-            verdict = verdicts[j]
-            graded.append(CellResult(cell, result.status, result.response.text, None,
-                                     verdict.score, True, result.response.text.strip(),
-                                     verdict.votes, verdict.unread))
-    return graded
-
-
-def _pairwise_verdicts(
-    cells: Sequence[PlannedCell], items: Sequence[JudgedItem], judge: Judge, judging: Judging
-) -> list[Verdict]:
-    """A pairwise judge's verdicts: the baseline answers the same cells (same requests, so the
-    same cache keys on its own model), then the judge compares each pair in both orders. A
-    cell whose baseline call did not complete gets no decision (a tie) and a problem line."""
-    if judging.baseline is None:
-        raise ReliableError("a pairwise Judge compares the candidate with its baseline: give "
-                            "the test a baseline model (baseline=NAME, a reliable_baseline "
-                            "fixture or --reliable-baseline-model)")
-    answers = judging.baseline.run([cell.request for cell in cells])
-    baseline = [a.response.text.strip() if a.status == "ok" and a.response is not None else None
-                for a in answers]
-    verdicts = judge.compare_all(items, baseline, judging.judge)
-    return [v if b is not None else replace(v, problems=v.problems + (
-        f"baseline {a.status}: {a.error or a.status}",)) for v, b, a in zip(
-        verdicts, baseline, answers)]
-
-
-def _references(task: Task, example: dict[str, Any]) -> list[str]:
-    references = getattr(task, "references", None)
-    return list(references(example)) if callable(references) else []
 
 
 def count_calls(results: Sequence[CallResult]) -> Calls:

@@ -30,6 +30,9 @@ class Grade:
     votes: tuple[float | None, ...] = ()
     """A judge's votes behind ``score`` (None: a vote the reply did not yield); empty when no
     judge graded the answer."""
+    unread: tuple[str, ...] = ()
+    """The judge's replies that came back without a vote (what an unreadable judge's error
+    quotes)."""
 
 
 class Task(Protocol):

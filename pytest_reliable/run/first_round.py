@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_reliable.calls.cache import cache_key
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.evaluate.evaluation import CANONICAL, plan_cells
-from pytest_reliable.tasks.judge import judge_of
+from pytest_reliable.tasks.grading import judge_of
 
 if TYPE_CHECKING:
     from pytest_reliable.calls.requests import ProgressEvent, Request

@@ -69,7 +69,8 @@ from pytest_reliable.plan.task import Task
 from pytest_reliable.space import Space
 from pytest_reliable.store import Store, StoreConfig, open_store
 from pytest_reliable.store.nstar import NStarEntries, NStarKey, NStarStore
-from pytest_reliable.tasks.judge import Judge, JudgeUsageError, judge_of
+from pytest_reliable.tasks.grading import judge_of
+from pytest_reliable.tasks.judge import Judge, JudgeUsageError
 from pytest_reliable.verdict.baseline import (
     BaselineChoice,
     BaselineComparison,

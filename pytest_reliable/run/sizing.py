@@ -290,7 +290,7 @@ def judge_plan(task: Task, answers: int) -> tuple[int, str | None]:
     """At most how many calls the task's judge makes grading ``answers`` answers, and the
     text; (0, None) when no judge grades the task. A pairwise judge asks each comparison in
     both orders. A bad judge is a usage error here too."""
-    from pytest_reliable.tasks.judge import judge_of
+    from pytest_reliable.tasks.grading import judge_of
 
     judge = judge_of(task)
     if judge is None:
@@ -649,7 +649,7 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
                   user_model: Any = None, user_baseline: Any = None) -> TestPlan:
     """The plan of one ``reliable.evaluate(data, task)`` under ``spec``: no model is called."""
     from pytest_reliable.plan.sampling import dataset_option_count
-    from pytest_reliable.tasks.judge import judge_of
+    from pytest_reliable.tasks.grading import judge_of
 
     dataset = session.dataset(data)
     task.validate(dataset)
@@ -1160,7 +1160,7 @@ def estimate_spend(session: ReliableSession, test: ReliableTest, sizes: Sizes,
     would: ``sizes``), and price the distinct requests the cache does not hold: on the model
     under test (and a reference model's pilot), on a live baseline model, and a judge's calls
     on the answers."""
-    from pytest_reliable.tasks.judge import judge_of
+    from pytest_reliable.tasks.grading import judge_of
 
     rendered: dict[int, list[Any]] = {}
 
@@ -1272,7 +1272,7 @@ def _price_cells(session: ReliableSession, model: Any, cells: Sequence[Any]) -> 
 def _baseline_model(session: ReliableSession, test: Any, user_baseline: Any) -> Any:
     """The model a comparing test's baseline runs on (None: it does not compare, or it
     compares with a stored report, which makes no call)."""
-    from pytest_reliable.tasks.judge import judge_of
+    from pytest_reliable.tasks.grading import judge_of
 
     judge = judge_of(test.task)
     try:
@@ -1296,7 +1296,8 @@ def _price_judge(session: ReliableSession, task: Task, answered: Sequence[tuple[
     answer): one call per answer and vote, two orders for a pairwise judge; each answer as long
     as ``answer_tokens`` (else its max_tokens), each reply the judge's max_tokens."""
     from pytest_reliable.calls.pricing import CHARS_PER_TOKEN, estimate_tokens, prompt_text
-    from pytest_reliable.tasks.judge import JudgedItem, judge_of
+    from pytest_reliable.tasks.grading import judge_of
+    from pytest_reliable.tasks.judge import JudgedItem
 
     judge = judge_of(task)
     judge_model = session.judge_model(task)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_reliable.errors import DatasetError, ReliableError
 from pytest_reliable.plan.task import Example, Grade
@@ -17,9 +17,7 @@ from pytest_reliable.tasks.extraction import (
     normalize_text,
     strip_answer,
 )
-
-if TYPE_CHECKING:
-    from pytest_reliable.tasks.judge import Judge
+from pytest_reliable.tasks.judge import Judge, references_of
 
 
 def _where(dataset: Any, i: int) -> str:
@@ -266,8 +264,8 @@ class Generation:
     ``(answer, example) -> bool | number``: a bool scores 1/0 with the answer text as prediction;
     a number is both the score and the prediction (what ``increase``/``decrease`` DIR tests
     compare), or a `pytest_reliable.Judge` (SPEC section 12): a grader that asks a model, so the
-    evaluation grades its answers in a second stage, in one batch through the runner (the grader
-    hook is ``judge``). An empty answer, or a callable that raises, is unparsed.
+    evaluation grades the batch's answers with it (`tasks.grading.grader_of`), in one batch
+    through the judge's runner. An empty answer, or a callable that raises, is unparsed.
     """
 
     kind = "generation"
@@ -275,14 +273,13 @@ class Generation:
 
     def __init__(self, grader: str | GraderFn | Judge = "normalized",
                  instruction: str | None = None) -> None:
-        self.judge: Judge | None = None
-        """The grader when it is a judge: `evaluation.grade_results` asks it, a batch at a time."""
-        if hasattr(grader, "grade_all"):  # a Judge; duck-typed so tasks.py stays import-light
-            self.judge = grader  # type: ignore[assignment]
-        elif isinstance(grader, str) and grader not in ("exact", "normalized", "regex"):
+        self.judge: Judge | None = grader if isinstance(grader, Judge) else None
+        """The grader when it is a judge: `tasks.grading.grader_of` grades with it, a batch at
+        a time."""
+        if isinstance(grader, str) and grader not in ("exact", "normalized", "regex"):
             raise ValueError(f"unknown grader {grader!r}: use exact, normalized, regex or a "
                              "callable")
-        elif not isinstance(grader, str) and not callable(grader):
+        if self.judge is None and not isinstance(grader, str) and not callable(grader):
             raise TypeError("grader must be exact, normalized, regex, a callable or a Judge")
         self.grader = grader
         if instruction is not None:
@@ -305,12 +302,7 @@ class Generation:
         return None
 
     def references(self, example: Example) -> list[str]:
-        if "references" in example:
-            refs = example["references"]
-            return [str(r) for r in (refs if isinstance(refs, list | tuple) else [refs])]
-        if "reference" in example:
-            return [str(example["reference"])]
-        return []  # a judged record may have no reference
+        return references_of(example)  # what a judge shows as the reference too
 
     def demo_answer(self, example: Example) -> str:
         return (self.references(example) or [""])[0]

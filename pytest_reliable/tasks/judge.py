@@ -1,26 +1,26 @@
 """LLM-as-judge graders (SPEC section 12): a judge is a model, its votes are calls.
 
-A `Judge` grades a `Generation`'s answers by asking a model (any model object: `chat_model`,
-`text_model`, `openai_model`, `local_model`, a protocol object) to grade each answer against a
-rubric, ``votes`` times at ``temperature``. Its votes are requests like the model's own, run by the
-same `Runner` (cache, budget, retries, concurrency, record modes, progress): the cache key holds
-the judge's identity, the messages (which hold the rubric, the question, the reference and the
-answer, so a changed rubric or answer is a new key) and the vote index, so votes 0..votes-1 are
-independent draws and a changed judge or rubric is never served old grades. Two cells whose
-model gave the same answer to the same question share their votes: grading stays a function of
-the response.
+A `Judge` is a `Grader` (`plan.grading`): it grades a `Generation`'s answers by asking a model
+(any model object: `chat_model`, `text_model`, `openai_model`, `local_model`, a protocol object)
+to grade each answer against a rubric, ``votes`` times at ``temperature``. Its votes are
+requests like the model's own, run by the same `Runner` (cache, budget, retries, concurrency,
+record modes, progress): the cache key holds the judge's identity, the messages (which hold the
+rubric, the question, the reference and the answer, so a changed rubric or answer is a new key)
+and the vote index, so votes 0..votes-1 are independent draws and a changed judge or rubric is
+never served old grades. Two cells whose model gave the same answer to the same question share
+their votes: grading stays a function of the response.
 
 A cell's score is the mean of its votes, in [0, 1]; a vote the reply does not yield (or whose
 call did not complete) is a failing vote, counted in ``unparsed_votes``. The bounds of section 11
-(clustered by instance) then hold for the judged cells as for any other score in [0, 1];
-`judge_entry` reports how noisy the judge was (``agreement``, ``judge_variance_share``). How a
-reply yields a vote is `judge_votes`' grammar: the form the judge was asked for, and only
-unambiguous variants of it.
+(clustered by instance) then hold for the judged cells as for any other score in [0, 1]. The
+judge returns typed grades (votes, unread replies, its calls); what the report says of it (how
+noisy it was, its win rate) is the verdict stage's (`verdict.judged`). How a reply yields a vote
+is `judge_votes`' grammar: the form the judge was asked for, and only unambiguous variants of it.
 
 A judge whose replies cannot be read is the judge's failure, not the model's: when more than
-``max_unparsed`` of a test's votes came back but yielded no grade, `unread_judge` names the judge,
-the share and one such reply, and the test reports an error (no statistics), as a test whose
-calls did not complete does: a missing grade is not a wrong answer.
+``max_unparsed`` of a test's votes came back but yielded no grade, `verdict.judged.unread_judge`
+names the judge, the share and one such reply, and the test reports an error (no statistics), as
+a test whose calls did not complete does: a missing grade is not a wrong answer.
 
 The judge is checked when a test uses it (`Judge.check`), not when it is built, so a bad
 argument stops the run with a usage error before any call, wherever the judge was written.
@@ -30,18 +30,17 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
-from pytest_reliable.errors import ReliableConfigError
+from pytest_reliable.calls.requests import CallResult, Request
+from pytest_reliable.errors import ReliableConfigError, ReliableError
 from pytest_reliable.models.base import SamplingParams
 from pytest_reliable.models.named import NamedModel
+from pytest_reliable.plan.grading import Answer, Asks, GraderCalls, Grades, GradingContext
+from pytest_reliable.plan.task import Grade
 from pytest_reliable.tasks.judge_votes import read_choice, read_one_to_five, read_pass_fail
-
-if TYPE_CHECKING:
-    from pytest_reliable.calls.requests import CallResult, Request
-    from pytest_reliable.calls.runner import Runner
 
 SCALES = ("pass/fail", "1-5")
 JUDGE_SCOPE = "judge"
@@ -68,6 +67,23 @@ class JudgedItem:
     question: str
     references: tuple[str, ...]
     answer: str
+
+    @classmethod
+    def of(cls, example: Mapping[str, Any], answer: str) -> JudgedItem:
+        """The item of ``answer`` to a `Generation` record (the only task that takes a grader):
+        its question and its references."""
+        return cls(str(example["question"]), tuple(references_of(example)), answer)
+
+
+def references_of(example: Mapping[str, Any]) -> list[str]:
+    """A `Generation` record's references: ``references`` (a list, or one value), else
+    ``reference``, else none (a judged record may have no reference)."""
+    if "references" in example:
+        refs = example["references"]
+        return [str(r) for r in (refs if isinstance(refs, list | tuple) else [refs])]
+    if "reference" in example:
+        return [str(example["reference"])]
+    return []
 
 
 @dataclass(frozen=True)
@@ -96,7 +112,8 @@ class Verdict:
 
 
 class Judge:
-    """A grader that asks a model: ``Generation(grader=Judge(model, rubric))``.
+    """A grader that asks a model: ``Generation(grader=Judge(model, rubric))``; a `Grader`
+    (`plan.grading`) whose calls run through ``context.judge``.
 
     ``scale``: ``"pass/fail"`` (a vote is 1 or 0) or ``"1-5"`` (mapped to 0, 0.25, ..., 1).
     ``pairwise=True``: a judge of two answers (candidate vs baseline, SPEC section 9).
@@ -194,8 +211,6 @@ class Judge:
         """The votes of one answer: vote index 0..votes-1 (independent draws at temperature
         > 0; at temperature 0 the votes are asked as distinct draws too, so a deterministic
         judge's agreement is measured, not assumed)."""
-        from pytest_reliable.calls.requests import Request
-
         messages = self.messages(item)
         return [Request(messages, self.params, vote, JUDGE_SCOPE) for vote in range(self.votes)]
 
@@ -225,10 +240,41 @@ class Judge:
                 unread.append(result.response.text)
         return Verdict(tuple(votes), tuple(problems), unread=tuple(unread))
 
-    def grade_all(self, items: Sequence[JudgedItem], runner: Runner) -> list[Verdict]:
+    # -- grading (the Grader protocol) --------------------------------------------------------
+    def grade(self, answers: Sequence[Answer], context: GradingContext) -> Grades:
+        """Every answer judged in one batch through ``context.judge`` (the judge's own model:
+        same cache and budget as the model's calls): an empty answer is unparsed without asking
+        the judge; every other answer gets ``votes`` votes and scores their mean, or for a
+        pairwise judge its win, tie or loss against ``context.baseline``'s answer
+        (`compare_with_baseline`). The calls are counted by the judge's runner, their problems
+        listed in cell order."""
+        runner = context.judge
+        if runner is None:
+            raise ReliableError(f"{self!r} grades through its model: give the evaluation its "
+                                "Judging (the judge's runner)")
+        if self.pairwise and context.baseline is None:
+            raise ReliableError("a pairwise Judge compares the candidate with its baseline: give "
+                                "the test a baseline model (baseline=NAME, a reliable_baseline "
+                                "fixture or --reliable-baseline-model)")
+        judged = [j for j, answer in enumerate(answers) if answer.text.strip()]
+        items = [JudgedItem.of(answers[j].example, answers[j].text.strip()) for j in judged]
+        before = (runner.stats.made, runner.stats.cached)
+        if context.baseline is not None and self.pairwise:
+            verdicts = self.compare_with_baseline([answers[j] for j in judged], items, runner,
+                                                  context.baseline)
+        else:
+            verdicts = self.grade_all(items, runner)
+        calls = GraderCalls(runner.stats.made - before[0], runner.stats.cached - before[1],
+                            tuple(p for verdict in verdicts for p in verdict.problems))
+        grades = [Grade(0.0, False, None)] * len(answers)
+        for j, item, verdict in zip(judged, items, verdicts):
+            grades[j] = Grade(verdict.score, True, item.answer, verdict.votes, verdict.unread)
+        return Grades(tuple(grades), calls)
+
+    def grade_all(self, items: Sequence[JudgedItem], runner: Asks) -> list[Verdict]:
         """Every item's votes, in one batch through ``runner`` (the judge's model's runner)."""
         requests = [req for item in items for req in self.requests(item)]
-        results = runner.run(requests)
+        results: list[CallResult] = runner.run(requests)
         return [self.verdict(results[j * self.votes:(j + 1) * self.votes])
                 for j in range(len(items))]
 
@@ -248,15 +294,27 @@ class Judge:
         """1 or 2 (the position of the better answer), or None (`judge_votes`)."""
         return read_choice(reply)
 
+    def compare_with_baseline(self, answers: Sequence[Answer], items: Sequence[JudgedItem],
+                              runner: Asks, baseline: Asks) -> list[Verdict]:
+        """A pairwise judge's verdicts: ``baseline`` answers the same requests as ``answers``
+        (so the same cache keys on its own model), then the judge compares each pair in both
+        orders (`compare_all`). A cell whose baseline call did not complete gets no decision (a
+        tie) and a problem line."""
+        replies: list[CallResult] = baseline.run([answer.request for answer in answers])
+        others = [r.response.text.strip() if r.status == "ok" and r.response is not None
+                  else None for r in replies]
+        verdicts = self.compare_all(items, others, runner)
+        return [v if other is not None else replace(v, problems=v.problems + (
+            f"baseline {reply.status}: {reply.error or reply.status}",))
+            for v, other, reply in zip(verdicts, others, replies)]
+
     def compare_all(self, items: Sequence[JudgedItem], baseline: Sequence[str | None],
-                    runner: Runner) -> list[Verdict]:
+                    runner: Asks) -> list[Verdict]:
         """Each candidate answer (``items``) against the baseline's answer of the same cell, in
         both orders, ``votes`` votes each. Per order the decision is the majority of its votes
         (no majority: no decision); the two orders agreeing give a win (1) or a loss (0), else
         a tie (0.5). A cell without a baseline answer is a tie with no votes cast (and its
         baseline call a problem of the test)."""
-        from pytest_reliable.calls.requests import Request
-
         requests: list[Request] = []
         for item, other in zip(items, baseline):
             if other is None:
@@ -265,7 +323,8 @@ class Judge:
                 messages = self.pair_messages(item, first, second)
                 requests += [Request(messages, self.params, vote, JUDGE_SCOPE)
                              for vote in range(self.votes)]
-        results = iter(runner.run(requests))
+        ran: list[CallResult] = runner.run(requests)
+        results = iter(ran)
         verdicts = []
         for other in baseline:
             if other is None:
@@ -298,9 +357,3 @@ class Judge:
             if sum(v == side for v in votes) * 2 > len(votes):
                 return side
         return None
-
-
-def judge_of(task: Any) -> Judge | None:
-    """The task's judge when it grades with one (the grader hook `Generation.judge`)."""
-    judge = getattr(task, "judge", None)
-    return judge if isinstance(judge, Judge) else None
