@@ -738,6 +738,7 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
     resolutions = [resolve(name, float(getattr(spec, name)), design)
                    for name in (*MIN_THRESHOLDS, *MAX_THRESHOLDS)
                    if getattr(spec, name, None) is not None]
+    detail += _expected_stop(spec, settings, design, resolutions, instances, k)
     if grouping is not None and grouping.smallest_cells < getattr(spec, "min_cells", 20):
         notes.append(f"groups of about {grouping.smallest_cells:.0f} cells: thin "
                      f"(min_cells={spec.min_cells})")
@@ -753,6 +754,28 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
                     judge_calls, judge_detail, spend.as_dict() if spend is not None else None,
                     likely.as_dict() if likely is not None else None, calls_max, usd_max,
                     suggestion.describe(decide, n) if suggestion is not None else None)
+
+
+def _expected_stop(spec: Any, settings: Any, design: Design, resolutions: list[Resolution],
+                   instances: int, k: int) -> str:
+    """For a fixed-n test that stops early or searches adaptively on the mean alone, the
+    resamplings it is expected to run at ``min_score``'s figure (`run.expected_calls`)."""
+    from pytest_reliable.run.expected_calls import expected_stop, settled_by_the_mean
+
+    if spec.n is None and settings.n == "auto":
+        return ""
+    adaptive = (getattr(spec, "search", None) or getattr(settings, "search", "uniform")) \
+        == "adaptive"
+    stop_early = spec.stop_early if spec.stop_early is not None else settings.stop_early
+    thresholds: dict[str, tuple[str, float]] = {
+        name: (direction, float(getattr(spec, name)))
+        for name, direction in RELIABLE_THRESHOLDS.items() if getattr(spec, name, None) is not None}
+    figure = next((r.value for r in resolutions if r.name in ("min_score", "min_win_rate")
+                   and r.value is not None), None)
+    if not (adaptive or stop_early) or figure is None or not settled_by_the_mean(thresholds):
+        return ""
+    found = expected_stop(design, thresholds, figure, adaptive=adaptive)
+    return "; " + found.describe(instances, k, design.resamplings)
 
 
 def _never_called(prompt: str) -> str:

@@ -908,3 +908,12 @@ def std_reachable(design: Design, limit: float) -> bool:
         if float(_std_outcome(design, scores, limit).mean()) < POWER:
             return False
     return True
+
+
+def mean_scores_simulated(design: Design, truth: float, structure: Structure,
+                          reps: int) -> FloatArray:
+    """(reps, n, N) 0/1 cells of ``reps`` simulated gates of ``design`` whose true mean score is
+    ``truth`` under ``structure``, every variant at that level: the gates `mean_values_simulated`
+    decides on (the same common random numbers, so the plan stays deterministic)."""
+    draws = _mean_draws(design, reps, RANGE_SEED)
+    return _scores(draws, np.full(len(draws.units), truth), structure)

@@ -3,6 +3,8 @@ fields, the cache serving a rerun, and the usage errors."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.acceptance.helpers import CONFTEST, by_test, run_json, write_project
@@ -143,6 +145,40 @@ def test_the_plan_of_an_adaptive_test_states_its_worst_case(pytester: pytest.Pyt
     result.stdout.fnmatch_lines([
         "*40 instances x (48 resamplings + k=1) = 1960; search='adaptive': that is the worst "
         "case (all 48 resamplings)*"])
+
+
+MEAN_ONLY = TESTS.split("@pytest.mark")[0] + '''
+@pytest.mark.reliable(space="formats", mode="ilr", n=30, min_score=0.6, search="adaptive")
+def test_adaptive_mean(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+
+@pytest.mark.reliable(space="formats", mode="ilr", n=30, min_score=0.6, stop_early=True)
+def test_stopping_mean(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+
+@pytest.mark.reliable(space="formats", mode="ilr", n=30, min_score=0.6)
+def test_all_n(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+'''
+
+
+def test_the_plan_states_the_expected_calls_of_a_test_that_stops_on_the_mean(
+    pytester: pytest.Pytester,
+) -> None:
+    """SPEC 14's "Also": a test stopping on the mean alone (adaptive or stop_early) is
+    simulated through its stopping rule at min_score's figure; a test without either is not."""
+    _project(pytester, MEAN_ONLY)
+    result = pytester.runpytest_subprocess("--reliable-plan")
+    assert result.ret == 0
+    out = result.stdout.str()
+    expected = re.findall(r"expected (\d+)(?:-(\d+))? of 30 resamplings \((\d+)", out)
+    assert len(expected) == 2, out  # the adaptive and the stop_early test, not the third
+    for low, high, calls in expected:
+        assert 2 <= int(low) <= int(high or low) <= 30
+        assert int(calls) == 40 * (int(low) + 1)
+    assert "for a model at the figure" in out
+    again = pytester.runpytest_subprocess("--reliable-plan")
+    assert re.findall(r"expected [^;]*", again.stdout.str()) == re.findall(r"expected [^;]*", out)
 
 
 SENSITIVE = ALWAYS_RIGHT + r'''

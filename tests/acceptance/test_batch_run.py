@@ -177,6 +177,53 @@ def test_early_stopping_batches_only_its_first_stage_first(pytester: pytest.Pyte
     assert server.paths["/v1/chat/completions"] == direct["tests"][0]["calls"]["made"]
 
 
+EIGHT_FORMATS = '''
+spaces:
+  formats:
+    wrapper: ["({})", "{}.", "{}:", "[{}]"]
+    enumerator: ["upper", "number"]
+'''
+ADAPTIVE_GATE = '''
+import pytest
+from pytest_reliable import Dataset, MultipleChoice
+
+
+@pytest.mark.reliable(space="formats", n=40, mode="fixed", min_worst=0.3, search="adaptive")
+def test_adaptive(reliable):
+    reliable.evaluate(Dataset.from_records({data!r}), MultipleChoice())
+'''
+
+
+def test_an_adaptive_search_batches_only_its_first_round_first(
+    pytester: pytest.Pytester,
+) -> None:
+    """SPEC 13 with 14: an adaptive test's first round (the plan's first rows, every group, and
+    the canonical pass) goes in the batch; later rounds depend on its answers, so rounds the
+    search never runs are never paid for. Batched or not, the search makes the same choices."""
+    pytester.makefile(".yaml", reliable=EIGHT_FORMATS)
+    pytester.makepyfile(test_adaptive=ADAPTIVE_GATE.format(data=questions(20)))
+    pricing = pytester.path / "prices.yaml"
+    pricing.write_text(json.dumps(BATCH_PRICING))
+    with ScriptedServer(right_option) as server:
+        result, batched = run_json(pytester, *remote(server, pricing), "--reliable-batch",
+                                   "--reliable-no-cache", name="batched.json")
+        result.assert_outcomes(passed=1)
+        first_lines = server.batches["batch-1"]["request_counts"]["total"]
+        live, direct = run_json(pytester, *remote(server, pricing), "--reliable-no-cache",
+                                name="direct.json")
+        live.assert_outcomes(passed=1)
+    entry, alone = batched["tests"][0], direct["tests"][0]
+    assert entry["search"] == "adaptive" and entry["stopped_early"] is True
+    assert verdicts(batched) == verdicts(direct)
+    assert entry["calls"] == alone["calls"]
+    assert entry["n_resamplings"] == alone["n_resamplings"] < 40
+    # the first round: 2 resamplings (40 / 20) of 20 questions and the canonical pass, not the
+    # 8 formats x 20 questions the worst case (40 resamplings) would ask
+    assert first_lines <= 2 * 20 + 20 < 8 * 20
+    assert entry["calls"]["made"] > first_lines  # later rounds went direct, after the batch
+    assert server.paths["/v1/chat/completions"] == alone["calls"]["made"]
+
+
 def test_under_xdist_the_workers_share_one_batch(pytester: pytest.Pytester) -> None:
     """Each worker plans every test (it cannot know which ones it will run); the batch's claims
     let one of them send the batch and the other read its answers from the store."""
