@@ -15,7 +15,7 @@ cost priced when it was paid (`Meter.count_ahead`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pytest_reliable.calls.budget import Budget
 from pytest_reliable.calls.pricing import CallCost, Price, call_cost, max_call_usd
@@ -122,10 +122,10 @@ class Meter:
         if self.price is not None and response is not None:
             self.stats.spend.save(call_cost(self.price, request.messages, response))
 
-    async def _off_loop(self, fn: object, *args: float) -> bool:
+    async def _off_loop(self, fn: Callable[..., object], *args: float) -> bool:
         """``fn(*args)``: off the event loop when the budget's ledger is a database (the store
         may be another machine)."""
-        assert callable(fn) and self.budget is not None
+        assert self.budget is not None
         if self.budget.ledger is None:
             return bool(fn(*args))
         return bool(await asyncio.to_thread(fn, *args))
