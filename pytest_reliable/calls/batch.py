@@ -43,7 +43,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +59,7 @@ from pytest_reliable.calls.batch_files import (
     transient,
 )
 from pytest_reliable.calls.requests import CallResult, ProgressEvent, Request
-from pytest_reliable.calls.transport import Sending
+from pytest_reliable.calls.transport import Keep, Sending
 from pytest_reliable.contract.settings import Settings
 from pytest_reliable.files import sha256_hex
 from pytest_reliable.models.base import BatchCapable, ModelResponse
@@ -113,9 +113,6 @@ class Waiting:
 
 
 Progress = Callable[[Waiting], None]
-Keep = Callable[[dict[str, ModelResponse]], Awaitable[None]]
-"""Keeps a batch's answers (by cache key): awaited before the batch is forgotten, so a run
-stopped in between collects the batch again instead of paying again."""
 
 
 def batch_name(keys: Sequence[str], model: str, round_: int) -> str:
