@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-import pytest_reliable.calls.runner as runner_module
+import pytest_reliable.calls.claiming as claiming_module
 from pytest_reliable.calls.batch import SENDING, TAG_NAME, TAG_SENT, BatchTransport, batch_name
 from pytest_reliable.calls.cache import ResponseCache
 from pytest_reliable.calls.requests import ProgressEvent, Request, number_samples
@@ -264,7 +264,7 @@ def test_waiting_for_another_processs_batch_ends_at_the_deadline(
 ) -> None:
     """Another process holds the claims of every request (its batch in flight) and never
     answers: the wait ends at --reliable-wait-timeout, each request an error saying so."""
-    monkeypatch.setattr(runner_module, "claim_batch_keys", lambda store, keys: ([], {}))
+    monkeypatch.setattr(claiming_module, "claim_batch_keys", lambda store, keys: ([], {}))
     events: list[ProgressEvent] = []
     with batching(tmp_path) as (server, model, store):
         runner = batch_runner(model, store, wait_timeout=0.3, on_progress=events.append)

@@ -199,7 +199,7 @@ def test_the_graph_is_read_from_the_package(graph: Graph) -> None:
     edges = {(i.importer, i.imported, i.how) for i in graph.imports}
     assert ("pytest_reliable.plan.render", "pytest_reliable.plan.prompt", "") in edges
     assert ("pytest_reliable.run.session", "pytest_reliable.models.local", "in a function") in edges
-    assert ("pytest_reliable.calls.runner", "pytest_reliable.calls.batch",
+    assert ("pytest_reliable.calls.transport", "pytest_reliable.calls.money",
             "under TYPE_CHECKING") in edges
     assert ("pytest_reliable.evaluate.circular", "pytest_reliable.stats", "") in edges
 

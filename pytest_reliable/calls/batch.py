@@ -1,11 +1,14 @@
 """``--reliable-batch``: the same planned calls through a provider's batch API (SPEC section 13).
 
-A transport beneath the runner: the runner asks `BatchTransport.answer` for the requests its
-cache does not hold; they go as one JSONL file to ``/v1/files`` and one job to ``/v1/batches``,
-the transport polls until the job ends (reporting its progress), reads the output file, and sends
-the lines that failed (or that an expired batch left undone) once more in a follow-up batch. What
-still failed after that is an error for that cell, like a failed call. Nothing above the runner
-notices: answers are stored and counted as calls made, priced at the batch multiplier.
+A transport beneath the runner (`calls.transport.Transport`, for a model that is
+`models.base.BatchCapable`): the runner hands `BatchTransport.answer` the requests its store does
+not hold and whose claims it holds; each reserves its most possible cost at the batch price
+first (what the budget refuses is not sent); they go as one JSONL file to ``/v1/files`` and one
+job to ``/v1/batches``, the transport polls until the job ends (reporting its progress), reads
+the output and error files (`calls.batch_files.read_batch`), and sends the lines that failed (or
+that an expired batch left undone) once more in a follow-up batch. What still failed after that
+is an error for that cell, like a failed call. Nothing above the runner notices: answers are
+stored and counted as calls made, priced at the batch multiplier.
 
 Nothing paid is lost:
 
@@ -17,10 +20,8 @@ Nothing paid is lost:
   exists) lists the provider's batches and finds it by that tag instead of sending it again.
   When the batches cannot be listed, its requests fail and the mark stays for the rerun: an
   error now rather than paying twice.
-- The output is read line by line: a line that cannot be read (not JSON, not an object, a
-  non-numeric status, a body without an answer) is that request's failure, every good line is
-  kept. A body is read by the adapter's one reading of a response
-  (`models.openai_compat.response_from_body`), as a direct call's is.
+- Each batch's answers are kept (`calls.transport.Sending.keep`: stored, then paid for) as soon
+  as it is collected, before its follow-up batch is sent and before its id is forgotten.
 - Waiting has a deadline (``--reliable-wait-timeout``, one for each `BatchTransport.answer`, its
   follow-up batch included, and for the runner's wait for another process's batch before it):
   the wait says what it waits for (batch id, status, counts) on the progress line and in the log;
@@ -30,12 +31,8 @@ Nothing paid is lost:
   requests a batch still owes.
 
 Which requests a process may put in its batch is the runner's business
-(`runner.claim_batch_keys`): those whose claims it holds in the store, so two processes or hosts
-batching the same requests pay for them once.
-
-With ``--reliable-batch`` the run's first round (`pytest_reliable.run.first_round`) goes through
-this transport before the tests run; what it did for them (`AnsweredAhead`) is shared by every
-transport of the run, so the tests count the answers it paid for as their own calls.
+(`calls.claiming.claim_together`): those whose claims it holds in the store, so two processes or
+hosts batching the same requests pay for them once.
 """
 
 from __future__ import annotations
@@ -44,22 +41,30 @@ import asyncio
 import json
 import logging
 import math
-import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_reliable.calls.batch_files import (
+    API_ATTEMPTS,
+    API_BACKOFF_S,
+    BatchResult,
+    Gone,
+    Owed,
+    gone,
+    read_batch,
+    text_of,
+    transient,
+)
+from pytest_reliable.calls.requests import CallResult, ProgressEvent, Request
+from pytest_reliable.calls.transport import Keep, Sending
 from pytest_reliable.contract.settings import Settings
 from pytest_reliable.files import sha256_hex
-from pytest_reliable.models.base import ModelCallError, ModelResponse
-from pytest_reliable.models.openai_compat import response_from_body
-from pytest_reliable.redact import redact
+from pytest_reliable.models.base import BatchCapable, ModelResponse
 
 if TYPE_CHECKING:
-    from pytest_reliable.calls.requests import Request
-    from pytest_reliable.models.openai_compat import OpenAICompatibleModel
     from pytest_reliable.store import Store
 
 log = logging.getLogger("pytest_reliable.batch")
@@ -84,9 +89,6 @@ LIST_MAX = 2000
 LIST_MARGIN_S = 600.0
 """Looking for a batch by its tag reads at most `LIST_MAX` batches, newest first, and none
 created more than `LIST_MARGIN_S` before its sending mark (clocks differ)."""
-API_ATTEMPTS = 4
-"""Attempts of a file upload, a batch creation or an output download (transient failures)."""
-API_BACKOFF_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -111,32 +113,6 @@ class Waiting:
 
 
 Progress = Callable[[Waiting], None]
-Keep = Callable[[dict[str, ModelResponse]], Awaitable[None]]
-"""Stores a batch's answers (by cache key) and counts them: awaited before the batch is
-forgotten, so a run stopped in between collects the batch again instead of paying again."""
-
-
-@dataclass(frozen=True)
-class BatchResult:
-    """What a batch brought: answers by cache key, and why each other key has none."""
-
-    answers: dict[str, ModelResponse]
-    failures: dict[str, str]
-    retryable: frozenset[str] = frozenset()
-    """The failed keys worth sending once more (their line failed, or no batch was sent); not
-    those a batch still owes (sending them again would pay twice)."""
-
-
-@dataclass
-class AnsweredAhead:
-    """What the run's first round did in this process, by cache key, for the tests to come."""
-
-    paid: dict[str, ModelResponse] = field(default_factory=dict)
-    """Answers it paid for and no test has counted yet: the runner that serves one from the
-    store counts it as its own call made (its price is that test's spend)."""
-    failed: dict[str, str] = field(default_factory=dict)
-    """Requests the first round could not answer (their line failed twice, or the batch that
-    owes them did not finish in time): an error for the cell, not sent again in this run."""
 
 
 def batch_name(keys: Sequence[str], model: str, round_: int) -> str:
@@ -149,47 +125,81 @@ class _NotSent(Exception):
     """No batch was sent (nothing is owed): the requests may be sent again."""
 
 
-class _Owed(Exception):
-    """A batch was sent (or may have been) and its answers cannot be collected now: its id (or
-    sending mark) stays in the store, and its requests are not sent again in this run."""
-
-
-class _Gone(Exception):
-    """The provider does not know the batch (or its output) any more: forget it."""
-
-
 class _Unlisted(Exception):
     """The provider's batches could not be listed: whether a batch exists is not known."""
 
 
 class BatchTransport:
-    def __init__(self, model: OpenAICompatibleModel, store: Store | None, *,
+    """The batch transport of a `BatchCapable` model (see the module docstring)."""
+
+    together = True
+    """Its requests are claimed and sent as one set (`calls.claiming.claim_together`)."""
+
+    def __init__(self, model: BatchCapable, store: Store | None, *,
                  wait_timeout: float = WAIT_TIMEOUT_S,
-                 poll_first_s: float = POLL_FIRST_S, poll_max_s: float = POLL_MAX_S,
-                 ahead: AnsweredAhead | None = None) -> None:
+                 poll_first_s: float = POLL_FIRST_S, poll_max_s: float = POLL_MAX_S) -> None:
         self.model = model
         self.store = store
         self.wait_timeout = wait_timeout
         """``--reliable-wait-timeout``: the longest one `answer` waits for its batches."""
-        self.ahead = ahead if ahead is not None else AnsweredAhead()
-        """What the run's first round (`pytest_reliable.run.first_round`) did for the tests."""
         self.poll_first_s = poll_first_s
         self.poll_max_s = poll_max_s
         self.batches_sent = 0
         self.batches_resumed = 0
 
+    def longest_call_s(self) -> float | None:
+        return self.wait_timeout
+
     def deadline(self) -> float:
         """The event loop's time at which a wait starting now ends."""
         return asyncio.get_running_loop().time() + self.wait_timeout
 
-    async def answer(self, requests: dict[str, Request], on_progress: Progress | None = None,
-                     *, deadline: float | None = None, keep: Keep | None = None) -> BatchResult:
+    async def answer(self, requests: Mapping[str, Request],
+                     sending: Sending) -> dict[str, CallResult]:
+        """``requests``' results: each reserves its most possible cost (at the batch price)
+        first, and what the budget refuses is not sent; then one batch, and one for the lines
+        it failed, waiting for both until ``sending.deadline``; each batch's answers go to
+        ``sending.keep`` as soon as it is collected."""
+        results: dict[str, CallResult] = {}
+        granted: dict[str, Request] = {}
+        for key, req in requests.items():
+            if await sending.meter.reserve(key, req, batch=True, wait=False):
+                granted[key] = req
+            else:
+                results[key] = CallResult(None, False, "not_run",
+                                          "budget exhausted: call not started")
+        if not granted:
+            return results
+
+        def progress(waiting: Waiting) -> None:
+            if sending.on_progress is not None:
+                sending.on_progress(ProgressEvent(
+                    min(waiting.total, waiting.answered + waiting.failed), waiting.total, 0,
+                    waiting.answered, waiting.failed, waiting.describe()))
+
+        async def keep(answers: dict[str, ModelResponse]) -> None:
+            new = {key: response for key, response in answers.items()
+                   if key in granted and key not in results}
+            if new:
+                await sending.keep(new)
+            for key, response in new.items():
+                results[key] = CallResult(response, False, "ok", None, 1, 0)
+
+        deadline = sending.deadline if sending.deadline is not None else self.deadline()
+        answered = await self._rounds(granted, progress, deadline, keep)
+        await keep(answered.answers)  # (each is kept once: those kept already are in results)
+        for key in granted:
+            if key not in results:
+                results[key] = CallResult(None, False, "error",
+                                          answered.failures.get(key, "batch: no answer"), 1, 0)
+        return results
+
+    async def _rounds(self, requests: dict[str, Request], on_progress: Progress | None,
+                      deadline: float, keep: Keep) -> BatchResult:
         """Answers to ``requests`` (by cache key): one batch, then one for the lines it failed,
-        waiting for both until ``deadline`` (the loop's time; default: `wait_timeout` from
-        now). ``keep`` stores each batch's answers as soon as it is collected (before the
-        follow-up batch is sent, before the batch's id is forgotten)."""
-        if deadline is None:
-            deadline = self.deadline()
+        waiting for both until ``deadline`` (the loop's time). ``keep`` stores each batch's
+        answers as soon as it is collected (before the follow-up batch is sent, before the
+        batch's id is forgotten)."""
         first = await self._round(requests, 0, on_progress, deadline, keep)
         retry = {key: requests[key] for key in first.retryable}
         if not retry:
@@ -203,7 +213,7 @@ class BatchTransport:
 
     async def _round(self, requests: dict[str, Request], round_: int,
                      on_progress: Progress | None, deadline: float,
-                     keep: Keep | None) -> BatchResult:
+                     keep: Keep) -> BatchResult:
         name = batch_name(list(requests), self.model.identity, round_)
         # A first sending may find the follow-up batch of an earlier run that was stopped
         # after storing the other answers of its first batch: the same requests.
@@ -217,34 +227,33 @@ class BatchTransport:
                 try:
                     return await self._collect_when_done(client, pending, batch_id, requests,
                                                          on_progress, deadline, keep)
-                except _Gone as gone:
+                except Gone as gone:
                     log.warning("pytest-reliable: %s; sending its requests anew", gone)
                     await self._forget(pending)
             batch_id = await self._send(client, name, requests)
         except _NotSent as error:
             return BatchResult({}, {key: f"batch: {error}" for key in requests},
                                frozenset(requests))
-        except _Owed as owed:  # the batch may exist: sending it again could pay twice
+        except Owed as owed:  # the batch may exist: sending it again could pay twice
             log.warning("pytest-reliable: %s", owed)
             return BatchResult({}, {key: str(owed) for key in requests})
         try:
             return await self._collect_when_done(client, name, batch_id, requests, on_progress,
                                                  deadline, keep)
-        except _Gone as gone:  # not sent again: the provider lost a batch it just took
+        except Gone as gone:  # not sent again: the provider lost a batch it just took
             return BatchResult({}, {key: f"batch: {gone}" for key in requests})
 
     async def _collect_when_done(self, client: Any, name: str, batch_id: str,
                                  requests: dict[str, Request], on_progress: Progress | None,
-                                 deadline: float, keep: Keep | None) -> BatchResult:
+                                 deadline: float, keep: Keep) -> BatchResult:
         try:
             batch = await self._wait(client, batch_id, len(requests), on_progress, deadline)
-            result = await self._collect(client, batch, requests)
-        except _Owed as owed:
+            result = await read_batch(self.model, client, batch, requests)
+        except Owed as owed:
             text = f"{owed} {self._what_to_do()}"
             log.warning("pytest-reliable: %s", text)
             return BatchResult({}, {key: text for key in requests})
-        if keep is not None:
-            await keep(result.answers)
+        await keep(result.answers)
         store = self.store
         # Forgotten only once its answers are in the store: an answer the store could not take
         # yet (kept in memory) would die with the process, and the batch can still give it.
@@ -284,7 +293,7 @@ class BatchTransport:
             try:
                 found = await self._find(client, tag, _float(since))
             except _Unlisted as error:
-                raise _Owed(f"an earlier run began sending a batch of these requests and may "
+                raise Owed(f"an earlier run began sending a batch of these requests and may "
                             f"have created it, and the provider's batches could not be listed "
                             f"to find it by its tag {tag} ({error}). {self._look_again()}") \
                     from None
@@ -308,13 +317,13 @@ class BatchTransport:
             try:
                 return await self._look_for(client, tag, since)
             except openai.OpenAIError as error:
-                if _gone(error):  # no listing here: nothing can be found, nor ruled out
+                if gone(error):  # no listing here: nothing can be found, nor ruled out
                     log.warning("pytest-reliable: the provider lists no batches (%s): the batch "
                                 "tagged %s cannot be looked for; sending it, which pays again "
-                                "if it was created", _text(error), tag)
+                                "if it was created", text_of(error), tag)
                     return None
-                if not _transient(error) or attempt == API_ATTEMPTS:
-                    raise _Unlisted(_text(error)) from None
+                if not transient(error) or attempt == API_ATTEMPTS:
+                    raise _Unlisted(text_of(error)) from None
             await asyncio.sleep(API_BACKOFF_S * 2 ** (attempt - 1))
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -363,21 +372,21 @@ class BatchTransport:
                 batch_id = str(batch.id)
                 break
             except openai.OpenAIError as error:
-                if not _transient(error):  # refused: no batch exists
+                if not transient(error):  # refused: no batch exists
                     await self._forget(name)
-                    raise _NotSent(f"could not create the batch: {_text(error)}") from None
+                    raise _NotSent(f"could not create the batch: {text_of(error)}") from None
                 # The batch may exist all the same (the answer to its creation was lost).
                 try:
                     batch_id = await self._find(client, tag, since)
                 except _Unlisted as unlisted:
-                    raise _Owed(f"the batch may have been created: the answer to its creation "
-                                f"was lost ({_text(error)}) and the provider's batches could "
+                    raise Owed(f"the batch may have been created: the answer to its creation "
+                                f"was lost ({text_of(error)}) and the provider's batches could "
                                 f"not be listed to find it by its tag {tag} ({unlisted}). "
                                 f"{self._look_again()}") from None
                 if batch_id is not None:
                     break
                 if attempt == API_ATTEMPTS:  # the sending mark stays: a rerun looks again
-                    raise _NotSent(f"could not create the batch: {_text(error)}") from None
+                    raise _NotSent(f"could not create the batch: {text_of(error)}") from None
                 await asyncio.sleep(API_BACKOFF_S * 2 ** (attempt - 1))
         assert batch_id is not None
         await self._keep(name, batch_id)
@@ -394,16 +403,16 @@ class BatchTransport:
             try:
                 return await call()
             except openai.OpenAIError as error:
-                if not _transient(error) or attempt == API_ATTEMPTS:
-                    raise _NotSent(f"could not {what}: {_text(error)}") from None
+                if not transient(error) or attempt == API_ATTEMPTS:
+                    raise _NotSent(f"could not {what}: {text_of(error)}") from None
             await asyncio.sleep(API_BACKOFF_S * 2 ** (attempt - 1))
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- waiting -------------------------------------------------------------------------------
     async def _wait(self, client: Any, batch_id: str, total: int,
                     on_progress: Progress | None, deadline: float) -> Any:
-        """The batch once it has ended; `_Owed` at the deadline, or when it cannot be looked
-        at (other than a passing failure, looked at again); `_Gone` when the provider does
+        """The batch once it has ended; `Owed` at the deadline, or when it cannot be looked
+        at (other than a passing failure, looked at again); `Gone` when the provider does
         not know it."""
         import openai
 
@@ -418,12 +427,12 @@ class BatchTransport:
             try:
                 batch = await client.batches.retrieve(batch_id)
             except openai.OpenAIError as error:
-                if _gone(error):
-                    raise _Gone(f"the provider has no batch {batch_id}") from None
-                if not _transient(error):
-                    raise _Owed(f"batch {batch_id} could not be looked at: {_text(error)}.") \
+                if gone(error):
+                    raise Gone(f"the provider has no batch {batch_id}") from None
+                if not transient(error):
+                    raise Owed(f"batch {batch_id} could not be looked at: {text_of(error)}.") \
                         from None
-                problem = _text(error)
+                problem = text_of(error)
             now = loop.time()
             status = str(getattr(batch, "status", None) or "unknown")
             answered, failed, counted = _counts(batch)
@@ -437,150 +446,12 @@ class BatchTransport:
                 log.info("pytest-reliable: %s", waiting.describe())
                 said_at, said_status = now, status
             if now >= deadline:
-                raise _Owed(
+                raise Owed(
                     f"batch {batch_id} did not finish within --reliable-wait-timeout "
                     f"{self.wait_timeout:g} s: it is {status}, {answered}/{waiting.total} "
                     f"answered, {failed} failed.")
             await asyncio.sleep(min(delay, max(0.0, deadline - now)))
             delay = min(self.poll_max_s, delay * 1.5)
-
-    # -- collecting ----------------------------------------------------------------------------
-    async def _collect(self, client: Any, batch: Any,
-                       requests: dict[str, Request]) -> BatchResult:
-        """Every readable line's answer or failure; a line that cannot be read fails its request
-        (if it can be told) and no other."""
-        batch_id, status = str(batch.id), str(getattr(batch, "status", None) or "unknown")
-        answers: dict[str, ModelResponse] = {}
-        failures: dict[str, str] = {}
-        unreadable = 0
-        for number, text in await self._lines(client, batch, "output_file_id"):
-            row, problem = _row(text)
-            key = row.get("custom_id") if row is not None else _custom_id_in(text)
-            if not isinstance(key, str):  # whose line it is cannot be told
-                unreadable += 1
-                continue
-            if key not in requests:
-                continue
-            if key in answers:  # a line repeated: its first answer stands
-                continue
-            where = f"batch {batch_id}, line {number} of its output"
-            if row is None:
-                failures[key] = f"{where} {problem}"
-                continue
-            response = row.get("response")
-            code = _status_code(response)
-            if code == 200:
-                chat = not self.model.uses_completions(requests[key].params)
-                try:
-                    answers[key] = response_from_body(
-                        response.get("body") if isinstance(response, dict) else None,
-                        chat=chat, batch=True)
-                except ModelCallError as error:
-                    failures[key] = f"{where}: {error}"
-                else:
-                    failures.pop(key, None)
-            elif code is None:
-                shown = response.get("status_code") if isinstance(response, dict) else response
-                failures[key] = f"{where} has no numeric status_code (got {_short(shown)})"
-            else:
-                failures[key] = f"batch line failed (HTTP {code})"
-        for number, text in await self._lines(client, batch, "error_file_id"):
-            row, problem = _row(text)
-            key = row.get("custom_id") if row is not None else _custom_id_in(text)
-            if not isinstance(key, str):  # whose line it is cannot be told
-                unreadable += 1
-                continue
-            if key not in requests:
-                continue
-            if key in answers:
-                continue
-            if row is None:
-                failures[key] = f"batch {batch_id}, line {number} of its error file {problem}"
-                continue
-            said = _object(row.get("error"))
-            why = said.get("code") or f"HTTP {_status_code(row.get('response'))}"
-            failures[key] = f"batch line failed: {why} {said.get('message') or ''}".rstrip()
-        whole = _batch_errors(batch)
-        for key in requests:
-            if key not in answers and key not in failures:
-                why = f"batch {batch_id} ended {status} without this request"
-                if whole:
-                    why += f": {whole}"
-                if unreadable:
-                    why += f" ({unreadable} lines of its files could not be read)"
-                failures[key] = why
-        if unreadable:
-            log.warning("pytest-reliable: %d lines of batch %s's files could not be read: their "
-                        "requests are sent once more", unreadable, batch_id)
-        return BatchResult(answers, failures, frozenset(failures))
-
-    async def _lines(self, client: Any, batch: Any, which: str) -> list[tuple[int, str]]:
-        """The non-blank lines of the batch's output or error file, numbered from 1."""
-        import openai
-
-        file_id = getattr(batch, which, None)
-        if not file_id:
-            return []
-        for attempt in range(1, API_ATTEMPTS + 1):
-            try:
-                content = await client.files.content(file_id)
-                break
-            except openai.OpenAIError as error:
-                if _gone(error):
-                    raise _Gone(f"the provider has no file {file_id} (the {which[:-8]} file of "
-                                f"batch {batch.id}) any more") from None
-                if not _transient(error) or attempt == API_ATTEMPTS:
-                    raise _Owed(f"batch {batch.id} ended, and its {which[:-8]} file "
-                                f"{file_id} could not be read: {_text(error)}.") from None
-            await asyncio.sleep(API_BACKOFF_S * 2 ** (attempt - 1))
-        # Split on newlines only: str.splitlines() also splits inside a JSON string at U+2028.
-        return [(number, line) for number, line in enumerate(content.text.split("\n"), 1)
-                if line.strip()]
-
-
-def _row(text: str) -> tuple[dict[str, Any] | None, str | None]:
-    """A JSONL line as an object, or why it is none."""
-    try:
-        row = json.loads(text)
-    except ValueError:  # JSONDecodeError, and numbers Python cannot make
-        return None, "is not valid JSON"
-    if not isinstance(row, dict):
-        return None, f"is not a JSON object (got {_short(row)})"
-    return row, None
-
-
-_CUSTOM_ID = re.compile(r'"custom_id"\s*:\s*"([^"\\]*)"')
-
-
-def _custom_id_in(text: str) -> str | None:
-    """The request id written in a line that is not a JSON object, if it can be read."""
-    found = _CUSTOM_ID.search(text)
-    return found.group(1) if found else None
-
-
-def _object(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _status_code(response: Any) -> int | None:
-    """A batch line's HTTP status, None when it has none that is a number."""
-    code = response.get("status_code") if isinstance(response, dict) else None
-    if isinstance(code, bool):
-        return None
-    if isinstance(code, int):
-        return code
-    if isinstance(code, str) and code.strip().isdigit():
-        return int(code.strip())
-    return None
-
-
-def _batch_errors(batch: Any) -> str:
-    """What the provider said about a batch that failed as a whole (e.g. its input refused)."""
-    errors = getattr(getattr(batch, "errors", None), "data", None)
-    said = [str(getattr(error, "message", None) or getattr(error, "code", None) or "")
-            for error in errors or []] if isinstance(errors, list) else []
-    return redact("; ".join(text for text in said[:3] if text))
-
 
 def _counts(batch: Any) -> tuple[int, int, int]:
     """(answered, failed, total) of a batch's ``request_counts`` (0 where it says none)."""
@@ -591,30 +462,6 @@ def _counts(batch: Any) -> tuple[int, int, int]:
         return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
     return read("completed"), read("failed"), read("total")
-
-
-def _transient(error: BaseException) -> bool:
-    """A failure worth trying again: a dropped connection, a timeout, a rate limit, a 5xx."""
-    import openai
-
-    if isinstance(error, openai.APIStatusError):
-        return error.status_code in (408, 409, 429) or error.status_code >= 500
-    return isinstance(error, (openai.APIConnectionError, openai.APIResponseValidationError))
-
-
-def _gone(error: BaseException) -> bool:
-    import openai
-
-    return isinstance(error, openai.APIStatusError) and error.status_code == 404
-
-
-def _text(error: BaseException) -> str:
-    return redact(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _float(value: Any) -> float:
@@ -636,4 +483,4 @@ def _duration(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
-__all__ = ["AnsweredAhead", "BatchResult", "BatchTransport", "Waiting", "batch_name"]
+__all__ = ["BatchResult", "BatchTransport", "Waiting", "batch_name"]

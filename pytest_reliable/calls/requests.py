@@ -1,8 +1,9 @@
 """What a call is and what comes back: `Request` (messages, sampling parameters, sample index,
-scope), `CallResult`, the progress `ProgressEvent` and a runner's counts `RunStats`.
+scope), `CallResult`, the progress `ProgressEvent`, a runner's counts `RunStats`, and what the
+run's first round answered ahead of the tests (`AnsweredAhead`).
 
-Shared by the runner (`calls.runner`) and the batch transport (`calls.batch`), so neither
-imports the other for them.
+Shared by the runner (`calls.runner`), its claims, its money and its transports, so none of them
+imports another for them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pytest_reliable.calls.pricing import Spend
+from pytest_reliable.calls.pricing import CallCost, Spend
 from pytest_reliable.models.base import Message, ModelResponse, SamplingParams
 
 Status = Literal["ok", "not_run", "error"]
@@ -71,6 +72,8 @@ class CallResult:
     error: str | None = None
     attempts: int = 0
     retries: int = 0
+    cost: CallCost | None = None
+    """A call made (and priced): what it cost (`calls.money.Meter.pay`)."""
 
 
 @dataclass(frozen=True)
@@ -106,3 +109,16 @@ class RunStats:
     usage_ignored: str | None = None
     """The first bad usage a paid answer reported (kept, its tokens estimated): said once."""
 
+
+
+@dataclass
+class AnsweredAhead:
+    """What the run's first round (``--reliable-batch``, `pytest_reliable.run.first_round`) did
+    in this process, by cache key, for the tests to come; shared by every runner of the run."""
+
+    paid: dict[str, CallResult] = field(default_factory=dict)
+    """Calls it made (each with its cost) that no test has counted yet: the runner that serves
+    one from the store counts it as its own call made (its price is that test's spend)."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Requests the first round could not answer (their line failed twice, or the batch that
+    owes them did not finish in time): an error for the cell, not sent again in this run."""

@@ -77,6 +77,25 @@ class AsyncModel(Protocol):
     async def aclose(self) -> None: ...
 
 
+class BatchCapable(AsyncModel, Protocol):
+    """A model that also answers through a provider's batch API (``--reliable-batch``; the
+    transport is `pytest_reliable.calls.batch.BatchTransport`): the OpenAI-compatible adapter.
+
+    ``batch_client``: the API client of the running loop (its ``files`` and ``batches``
+    endpoints, as the ``openai`` package has them); ``batch_line``: one request of the batch's
+    input file, under the id ``custom_id``; ``batch_response``: the answer in one output line's
+    body, read as a direct call's is (a body without an answer raises a retryable
+    `ModelCallError`)."""
+
+    @property
+    def batch_client(self) -> Any: ...
+
+    def batch_line(self, custom_id: str, messages: list[Message],
+                   params: SamplingParams) -> dict[str, Any]: ...
+
+    def batch_response(self, body: Any, params: SamplingParams) -> ModelResponse: ...
+
+
 @runtime_checkable
 class Model(Protocol):
     """The synchronous form of the protocol; adapters wrap it into an `AsyncModel`."""

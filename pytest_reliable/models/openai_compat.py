@@ -200,7 +200,7 @@ class OpenAICompatibleModel:
             )
         return ModelCallError(self.unavailable, retryable=False)
 
-    # -- the batch API (SPEC section 13; `pytest_reliable.calls.batch` drives it) ------------------
+    # -- the batch API (SPEC section 13; `models.base.BatchCapable`, `calls.batch` drives it) -------
     def batch_line(self, custom_id: str, messages: list[Message],
                    params: SamplingParams) -> dict[str, Any]:
         """One request of a batch input file: the body `acomplete` would send."""
@@ -219,6 +219,10 @@ class OpenAICompatibleModel:
             body["messages"] = messages
             url = "/v1/chat/completions"
         return {"custom_id": custom_id, "method": "POST", "url": url, "body": body}
+
+    def batch_response(self, body: Any, params: SamplingParams) -> ModelResponse:
+        """The answer in a batch output line's body (`response_from_body`, as a direct call's)."""
+        return response_from_body(body, chat=not self.uses_completions(params), batch=True)
 
     @property
     def batch_client(self) -> Any:

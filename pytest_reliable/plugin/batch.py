@@ -16,7 +16,7 @@ up once in all). The pass's output, warnings, failures and ``record_property`` c
 the test's own run says them once. pytest-timeout does not time the pass (it times a test's
 whole protocol, which the pass does not go through). Under pytest-xdist each worker plans every
 collected reliable test (it cannot know which ones the scheduler will give it); the batch's
-claims (`runner.claim_batch_keys`) let the first worker send the one batch and the others wait
+claims (`calls.claiming.claim_batch_keys`) let the first worker send the one batch and the others wait
 for its answers in the store.
 """
 

@@ -116,14 +116,14 @@ class FirstRound:
         """Answer every gathered request through a batch runner of its model: the stored ones
         are served, the others go as one batch per model. A model without a batch transport (a
         callable) is left to its tests. Answers paid for here are counted by the tests that use
-        them (`batch.AnsweredAhead`), as if each test had made the call."""
+        them (`calls.requests.AnsweredAhead`), as if each test had made the call."""
         sent = Sent(tests=self.tests)
         for model, keyed in self.by_model.values():
             try:
                 runner = session.runner(model, NAME)
             except ReliableError:  # e.g. no price under a USD budget: its tests say so
                 continue
-            if runner.transport is None or not keyed:
+            if not runner.transport.together or not keyed:  # no batch transport
                 continue
             if on_progress is not None:
                 runner.on_progress = on_progress
@@ -136,13 +136,12 @@ class FirstRound:
                     if result.error and result.error not in sent.problems:
                         sent.problems.append(result.error)
                     if result.status == "error":
-                        runner.transport.ahead.failed[key] = result.error or "batch: no answer"
+                        runner.ahead.failed[key] = result.error or "batch: no answer"
                 elif result.cached:
                     sent.cached += 1
                 else:
                     sent.made += 1
-                    assert result.response is not None
-                    runner.transport.ahead.paid[key] = result.response
+                    runner.ahead.paid[key] = result
         return sent
 
 

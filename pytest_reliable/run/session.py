@@ -28,7 +28,7 @@ from pytest_reliable.calls.pricing import (
     unpriced,
 )
 from pytest_reliable.calls.pricing import model_names as pricing_names
-from pytest_reliable.calls.requests import ProgressEvent
+from pytest_reliable.calls.requests import AnsweredAhead, ProgressEvent
 from pytest_reliable.calls.runner import Runner
 from pytest_reliable.checklist.report import ChecklistReport
 from pytest_reliable.contract.markers import (
@@ -96,7 +96,7 @@ from pytest_reliable.verdict.summary import (
 )
 
 if TYPE_CHECKING:
-    from pytest_reliable.calls.batch import AnsweredAhead, BatchTransport
+    from pytest_reliable.calls.batch import BatchTransport
 
 log = logging.getLogger("pytest_reliable.session")
 
@@ -387,6 +387,7 @@ class ReliableSession:
             prefix_order=declared == 1,
             price=self.price_of(model),
             transport=self.batch_transport(model),
+            ahead=self._answered_ahead,
         )
 
     def batch_transport(self, model: AsyncModel) -> BatchTransport | None:
@@ -397,12 +398,11 @@ class ReliableSession:
         if not self.settings.batch or not isinstance(model, OpenAICompatibleModel) \
                 or is_embedded(model):
             return None
-        from pytest_reliable.calls.batch import AnsweredAhead, BatchTransport
+        from pytest_reliable.calls.batch import BatchTransport
 
-        if self._answered_ahead is None:  # the run's first round's, shared by every transport
+        if self._answered_ahead is None:  # the run's first round's, shared by every runner
             self._answered_ahead = AnsweredAhead()
-        return BatchTransport(model, self.cache, ahead=self._answered_ahead,
-                              wait_timeout=self.settings.wait_timeout)
+        return BatchTransport(model, self.cache, wait_timeout=self.settings.wait_timeout)
 
     # -- spaces and data -------------------------------------------------------------------
     def space(self, space: Space | str | None) -> Space:
