@@ -5,6 +5,7 @@ claims that die with their holder, answers kept through a failing database, vers
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import signal
@@ -890,6 +891,18 @@ def test_kept_reports_are_in_the_order_the_server_kept_them(
     store.keep_report("run-2", "a", None, "m", None, '{"n": 2}')
     assert store.kept_reports() == ['{"n": 1}', '{"n": 2}']
     store.close()
+
+
+def test_every_backend_answers_for_kept_reports(backend: Backend) -> None:
+    """Kept reports are part of the `Store` interface: the shared store keeps them for every
+    host, the local files keep none (a machine's history is its --reliable-history directory)."""
+    store = backend.open()
+    kept = {"schema_version": 1, "tests": [], "created": "2026-01-01", "model": "m",
+            "run_id": "r1", "part": "p1", "git_commit": None}
+    shared = backend.kind == "postgresql"
+    assert store.keep_run_report(kept) is shared
+    texts = store.kept_reports()
+    assert [json.loads(text)["run_id"] for text in texts] == (["r1"] if shared else [])
 
 
 # -- a database restart: claims wait for it, are taken back, and the store writes again at once ----

@@ -286,6 +286,14 @@ class LocalStore(Store):
             else MemoryNStar(self.claims, self.waits)
         )
 
+    # -- kept reports: none here (a machine's history is its --reliable-history directory) ---
+    def keep_report(self, run_id: str, part: str, created: str | None, model: str | None,
+                    git_commit: str | None, report_json: str) -> bool:
+        return False
+
+    def kept_reports(self) -> list[str]:
+        return []
+
     # -- pending batches: one small file each, next to the n* entries ---------------------------
     def _batch_file(self, name: str) -> Path | None:
         directory = getattr(self.nstar, "directory", None)

@@ -619,15 +619,16 @@ class PostgresStore(Store):
 
     # -- kept reports (the release history, `store.reports`) ----------------------------------
     def keep_report(self, run_id: str, part: str, created: str | None, model: str | None,
-                    git_commit: str | None, report_json: str) -> None:
-        """One session's JSON report; `StoreUnavailable` when the database cannot take it."""
+                    git_commit: str | None, report_json: str) -> bool:
+        """One session's JSON report, in ``reliable_reports`` (another part of one run id is
+        another row; the same part again replaces its row)."""
         self._query("INSERT INTO reliable_reports(run_id, part, created, model, git_commit, "
                     f"report, kept) VALUES (%s, %s, %s, %s, %s, %s, {NOW}) ON CONFLICT (run_id,"
                     " part) DO UPDATE SET report = EXCLUDED.report, kept = EXCLUDED.kept",
                     (run_id, part, created, model, git_commit, report_json))
+        return True
 
     def kept_reports(self) -> list[str]:
-        """Every kept report's JSON text, in the order they were kept."""
         if not self.has_schema or \
                 self._query("SELECT to_regclass('reliable_reports')")[0][0] is None:
             return []  # a replay-only reader creates nothing; a version 1 store kept none
