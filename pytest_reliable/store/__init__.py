@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pytest_reliable.contract.settings import Settings
+from pytest_reliable.contract.settings import RecordMode, Settings
 from pytest_reliable.redact import redact, register_url_secrets
 from pytest_reliable.store.base import RECORD_MODES, AnswerRow, Claim, Ledger, Store
 from pytest_reliable.store.errors import StoreUnavailable, StoreUsageError, StoreWarning
@@ -73,7 +73,7 @@ def default_run_id(environ: Mapping[str, str] | None = None) -> str:
 class StoreConfig:
     """Where a run keeps what outlives it (the session fills this in from the settings)."""
 
-    record_mode: str
+    record_mode: RecordMode
     cache_path: Path
     """The local answers file (``--reliable-cache``)."""
     nstar_dir: Path

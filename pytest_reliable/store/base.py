@@ -32,8 +32,9 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
+from pytest_reliable.contract.settings import RecordMode
 from pytest_reliable.models.base import ModelResponse
 from pytest_reliable.store.claims import claim_name
 from pytest_reliable.store.errors import StoreUnavailable
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pytest_reliable.store")
 
-RECORD_MODES: tuple[str, ...] = ("new", "none", "all")
+RECORD_MODES: tuple[RecordMode, ...] = get_args(RecordMode)
 RETRY_FIRST_S = 0.5
 RETRY_MAX_S = 30.0
 """Backoff of writes (and reads) after the database failed: doubling from the first to the max."""
@@ -252,10 +253,8 @@ class Store(ABC):
     waits: ClaimWaits
     """This run's waits on other processes' claims (one deadline for the whole run)."""
 
-    def __init__(self, record_mode: str, location: str, *,
+    def __init__(self, record_mode: RecordMode, location: str, *,
                  wait_timeout: float | None = None) -> None:
-        if record_mode not in RECORD_MODES:
-            raise ValueError(f"record mode {record_mode!r}: allowed are {', '.join(RECORD_MODES)}")
         self.record_mode = record_mode
         self.location = location
         self.wait_timeout = wait_timeout

@@ -52,6 +52,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from pytest_reliable.contract.settings import RecordMode
 from pytest_reliable.files import sha256_hex
 from pytest_reliable.redact import redact, register_environment_secrets, register_url_secrets
 from pytest_reliable.store.base import (
@@ -230,7 +231,7 @@ class PostgresStore(Store):
     schema_version = SCHEMA_VERSION
     read_batch = 1000
 
-    def __init__(self, url: str, record_mode: str = "new", *, pool_size: int = POOL_SIZE,
+    def __init__(self, url: str, record_mode: RecordMode = "new", *, pool_size: int = POOL_SIZE,
                  wait_s: float = POOL_WAIT_S, wait_timeout: float | None = None) -> None:
         """``wait_s``: how long a query waits for a connection before the store counts as lost
         for a while (mid-run; start-up failures are usage errors at once). ``wait_timeout``:
