@@ -909,10 +909,10 @@ def test_every_backend_answers_for_kept_reports(backend: Backend) -> None:
 def test_claims_wait_for_a_database_that_restarts_and_are_taken_back(
     postgres_server: TemporaryPostgres, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_reliable.store import claims, postgres
+    from pytest_reliable.store import claims, postgres_claims
 
     monkeypatch.setattr(claims, "LOST_GRACE_S", 1.0)
-    monkeypatch.setattr(postgres, "SETTLE_S", 1.0)
+    monkeypatch.setattr(postgres_claims, "SETTLE_S", 1.0)
     backend = Backend("postgresql", postgres_url, postgres_server)
     store = backend.open()
     assert store.claim("mine").held

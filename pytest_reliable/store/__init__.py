@@ -7,8 +7,10 @@ from the extra ``pytest-reliable[postgres]``). Everything above this package see
 
 Modules, lowest first: `errors` (the store's errors and warning), `claims` (single-flight across
 processes), `holders` (who holds a locked sqlite file), `waits` (one waiting deadline per run),
-`nstar` (the n* entries of ``--reliable-n auto``), `base` (the `Store` interface and the ledger),
-`local` (sqlite), `postgres` (PostgreSQL), `reports` (kept reports for the release history).
+`nstar` (the n* entries of ``--reliable-n auto``), `reports` (the release history's kept reports:
+their directory and text), `base` (the `Store` interface and the ledger), `local` (sqlite), the
+PostgreSQL store's parts (`postgres_driver`, `postgres_schema`, `postgres_claims`,
+`postgres_records`) and `postgres` (the store itself).
 """
 
 from __future__ import annotations
