@@ -33,7 +33,7 @@ from pytest_reliable.report.html import (
 from pytest_reliable.report.markdown import markdown_summary
 from pytest_reliable.run.session import ReliableSession, Settings
 from pytest_reliable.schema.entries import ReliableEntry, json_safe
-from pytest_reliable.schema.load import load_report
+from pytest_reliable.schema.load import check_report, load_report
 
 FIXTURE = Path(__file__).parent / "data" / "report_full.json"
 ALLOWED_TAGS = {
@@ -328,13 +328,13 @@ def test_a_megabyte_answer_is_cut_with_a_note() -> None:
 
 
 def test_missing_fields_read_not_reported() -> None:
-    minimal = {"tests": [
+    minimal = {"schema_version": 1, "tests": [
         {"nodeid": "t.py::test_bare", "kind": "reliable", "verdict": "passed"},
         {"nodeid": "t.py::test_inv", "kind": "invariance", "verdict": "failed"},
         {"nodeid": "t.py::test_odd", "kind": "something-new", "verdict": "skipped"},
         {"verdict": "error"},
     ]}
-    page = render_html(minimal)
+    page = render_html(check_report(minimal, "minimal.json"))  # as the page gets a file
     assert page.count("not reported") >= 20
     assert "test_bare" in page and "test_odd" in page
     assert_inert(page)
