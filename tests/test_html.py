@@ -189,7 +189,7 @@ def test_the_page_draws_the_stored_n_star_curve_and_computes_none() -> None:
     assert "this test's 40 per-resampling scores (paper)" in page
     # The page draws what is stored, not a recomputation: without the scores the curve stays,
     # and a changed curve is drawn changed.
-    del entry["resampling_scores"]
+    entry["resampling_scores"] = None
     assert n_star_polylines(render_html({**report, "tests": [entry]})) == lines
     curve["mean_upper"] = [0.1] * len(curve["mean_upper"])
     flat = n_star_polylines(render_html({**report, "tests": [entry]}))[0]

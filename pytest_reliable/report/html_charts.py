@@ -64,9 +64,9 @@ def _bounds(group: Mapping[str, Any]) -> tuple[float | None, float | None]:
 
 
 def distributions_section(entry: Mapping[str, Any]) -> str:
-    formats, orders = entry.get("formats"), entry.get("orders")
+    formats, orders = entry["formats"], entry["orders"]
     rows = [
-        ("over resamplings", _numbers(entry.get("resampling_scores"))),
+        ("over resamplings", _numbers(entry["resampling_scores"])),
         (f"over formats ({_get(formats, 'grouping') or 'grouping not reported'})",
          _group_scores(formats)),
         (f"over orders ({_get(orders, 'grouping') or 'grouping not reported'})",
@@ -144,7 +144,7 @@ def _marginal(entry: Mapping[str, Any], dim: str, value: str,
         return float(mean), low, high
     if not _is_num(raw):
         return None
-    for group_range in (entry.get("formats"), entry.get("orders")):
+    for group_range in (entry["formats"], entry["orders"]):
         per_variant = _get(group_range, "per_variant")
         if not isinstance(per_variant, Mapping):
             continue
@@ -156,7 +156,7 @@ def _marginal(entry: Mapping[str, Any], dim: str, value: str,
 
 
 def dimensions_section(entry: Mapping[str, Any]) -> str:
-    dimensions = entry.get("dimensions")
+    dimensions = entry["dimensions"]
     if not isinstance(dimensions, Mapping) or not dimensions:
         return f"<h3>Per-dimension marginals</h3><p>{NOT_REPORTED}</p>"
     rows: list[tuple[str, float, float | None, float | None, str]] = []
@@ -213,23 +213,23 @@ def _curve_scores(curve: Mapping[str, Any]) -> str:
 
 
 def n_star_section(entry: Mapping[str, Any]) -> str:
-    curve = _mapping(entry.get("n_star_curve"))
+    curve = _mapping(entry["n_star_curve"])
     # The curves were drawn by the method that computed them; n_star_method names the one that
     # sized the run (older reports may lack one or the other).
-    method = curve.get("method") or entry.get("n_star_method")
+    method = curve.get("method") or entry["n_star_method"]
     facts = _facts([
-        ("n*", _int(entry.get("n_star"))
-         + ("" if entry.get("n_star_reliable") is not False else
+        ("n*", _int(entry["n_star"])
+         + ("" if entry["n_star_reliable"] is not False else
             ' <span class="bad">not reliable at (eps, delta)</span>: the resamplings vouch for '
-            f"eps = {_num(entry.get('achievable_eps'), 4)}")
+            f"eps = {_num(entry['achievable_eps'], 4)}")
          + ("" if (small := small_pilot_note(entry)) is None else
             f' <span class="bad">small pilot</span>: {_text(small, LONG_TEXT_CHARS)}')),
-        ("source", _word(entry.get("n_star_source"))),
-        ("method", _n_star_method(entry.get("n_star_method"))),
-        *([("paper's n*", _int(entry.get("n_star_paper")))]
-          if entry.get("n_star_method") == "bootstrap" else []),
-        ("eps / delta", f"{_word(entry.get('eps'))} / {_word(entry.get('delta'))}"),
-        ("pilot resamplings", _int(entry.get("pilot_n"))),
+        ("source", _word(entry["n_star_source"])),
+        ("method", _n_star_method(entry["n_star_method"])),
+        *([("paper's n*", _int(entry["n_star_paper"]))]
+          if entry["n_star_method"] == "bootstrap" else []),
+        ("eps / delta", f"{_word(entry['eps'])} / {_word(entry['delta'])}"),
+        ("pilot resamplings", _int(entry["pilot_n"])),
         ("curves over", f"{_curve_scores(curve)} ({_word(curve.get('method'))})" if curve
          else NOT_REPORTED),
     ])
@@ -237,7 +237,7 @@ def n_star_section(entry: Mapping[str, Any]) -> str:
         curve.get("var_upper"))
     if not mean_upper and not var_upper:
         why = ("n* came from the n* store (an earlier run's pilot), which keeps n*, not the "
-               "pilot's curves" if entry.get("n_star_source") == "store" else
+               "pilot's curves" if entry["n_star_source"] == "store" else
                "the report carries no n* curve (n* needs two or more resamplings; reports of "
                "older versions do not store the curve)")
         return f"<h3>n* convergence</h3>{facts}<p class=\"note\">No curve: {why}.</p>"
@@ -246,9 +246,9 @@ def n_star_section(entry: Mapping[str, Any]) -> str:
         ("sd deviation" if method == "bootstrap" else "variance deviation", var_upper,
          COLORS["second"], True),
     ]
-    eps = entry.get("eps")
+    eps = entry["eps"]
     hlines = [(f"eps = {tick_label(float(eps))}", float(eps))] if _is_num(eps) else []
-    n_star = entry.get("n_star")
+    n_star = entry["n_star"]
     last_n = max(n for n, _ in mean_upper + var_upper)
     # An n* beyond the curves (bootstrap, past the cap) is not marked: the facts above say it.
     vlines = [(f"n* = {int(n_star)}", float(n_star))] if _is_num(n_star) and n_star <= last_n \
@@ -295,7 +295,7 @@ def _baseline_groups(groups: Any) -> list[tuple[str, float, float | None, float 
 
 
 def baseline_section(entry: Mapping[str, Any]) -> str:
-    baseline = entry.get("baseline")
+    baseline = entry["baseline"]
     if not isinstance(baseline, Mapping):
         return ""
     difference = _mapping(baseline.get("difference"))

@@ -73,7 +73,7 @@ def why_blocked(entry: Mapping[str, Any]) -> str:
 
 
 def worst_variant_section(entry: Mapping[str, Any]) -> str:
-    worst = entry.get("worst_variant")
+    worst = entry["worst_variant"]
     if not isinstance(worst, Mapping):
         return f"<h3>Worst variant</h3><p>{NOT_REPORTED}</p>"
     return ("<h3>Worst variant</h3>" + _facts([
@@ -123,7 +123,7 @@ def _candidates(key: Any, candidates: Any) -> str:
 
 
 def message_section(entry: Mapping[str, Any]) -> str:
-    message = entry.get("message")
+    message = entry["message"]
     if not message:
         return ""
     return f"<h3>Failure message</h3><pre>{_text(message, LONG_TEXT_CHARS * 2)}</pre>"
@@ -139,39 +139,39 @@ def _spend(cost: Any) -> str:
 
 
 def reliable_facts(entry: Mapping[str, Any]) -> str:
-    canonical = _mapping(entry.get("canonical"))
-    calls = _mapping(entry.get("calls"))
+    canonical = _mapping(entry["canonical"])
+    calls = _mapping(entry["calls"])
     method = canonical.get("interval_method")
     return _facts([
-        ("model", _word(entry.get("model"))),
-        ("mode / resamplings", f"{_word(entry.get('mode'))} / {_int(entry.get('n_resamplings'))}"),
-        ("mean &plusmn; sd", f"{_num(entry.get('mean'))} &plusmn; {_num(entry.get('std'))}"),
+        ("model", _word(entry["model"])),
+        ("mode / resamplings", f"{_word(entry['mode'])} / {_int(entry['n_resamplings'])}"),
+        ("mean &plusmn; sd", f"{_num(entry['mean'])} &plusmn; {_num(entry['std'])}"),
         ("canonical", _num(canonical.get("score"))
          + _interval(canonical.get("wilson_low"), canonical.get("wilson_high"))
          + (f" ({_text(method, 60)})" if method else " (Wilson 95%)"
             if _is_num(canonical.get("wilson_low")) else "")),
         ("pass@1 / pass@k / pass^k / maj@k", " / ".join(_num(entry.get(k)) for k in (
-            "pass_at_1", "pass_at_k", "pass_hat_k", "maj_at_k")) + f" (k = {_int(entry.get('k'))})"),
-        *([("circular (right under every shift)", _num(_mapping(entry.get("circular")).get(
-            "score")) + _interval(_mapping(entry.get("circular")).get("low"),
-                                  _mapping(entry.get("circular")).get("high")))]
-          if entry.get("circular") else []),
-        ("policy", _word(entry.get("decide"))),
+            "pass_at_1", "pass_at_k", "pass_hat_k", "maj_at_k")) + f" (k = {_int(entry['k'])})"),
+        *([("circular (right under every shift)", _num(_mapping(entry["circular"]).get(
+            "score")) + _interval(_mapping(entry["circular"]).get("low"),
+                                  _mapping(entry["circular"]).get("high")))]
+          if entry["circular"] else []),
+        ("policy", _word(entry["decide"])),
         ("calls made / cached", f"{_int(calls.get('made'))} / {_int(calls.get('cached'))}"),
-        ("spend (USD)", _spend(entry.get("cost"))),
-        ("unparsed answers", _int(entry.get("unparsed"))),
-        ("temperature", _word(entry.get("temperature"))),
-        ("space / hash", (f"{_word(entry.get('space'))} / "
-                         f"{_word(str(entry.get('space_hash'))[:12] if entry.get('space_hash') else None)}")),
-        ("dataset hash", _word(str(entry.get("dataset_hash"))[:12]
-                               if entry.get("dataset_hash") else None)),
+        ("spend (USD)", _spend(entry["cost"])),
+        ("unparsed answers", _int(entry["unparsed"])),
+        ("temperature", _word(entry["temperature"])),
+        ("space / hash", (f"{_word(entry['space'])} / "
+                         f"{_word(str(entry['space_hash'])[:12] if entry['space_hash'] else None)}")),
+        ("dataset hash", _word(str(entry["dataset_hash"])[:12]
+                               if entry["dataset_hash"] else None)),
     ])
 
 
 def exploration_section(entry: Mapping[str, Any]) -> str:
     """``search="thompson"``'s exploration (SPEC section 14): shown as exploration, never as a
     verdict."""
-    found = _mapping(entry.get("exploration"))
+    found = _mapping(entry["exploration"])
     if not found:
         return ""
     per_format = _mapping(found.get("per_format"))
@@ -191,7 +191,7 @@ def exploration_section(entry: Mapping[str, Any]) -> str:
 
 def judge_section(entry: Mapping[str, Any]) -> str:
     """The judge's votes and noise (SPEC section 12), when a judge graded the answers."""
-    judge = _mapping(entry.get("judge"))
+    judge = _mapping(entry["judge"])
     if not judge:
         return ""
     calls = _mapping(judge.get("calls"))
@@ -207,7 +207,7 @@ def judge_section(entry: Mapping[str, Any]) -> str:
 
 def pairwise_section(entry: Mapping[str, Any]) -> str:
     """A pairwise judge's comparison of the candidate with its baseline (SPEC section 12)."""
-    pairwise = _mapping(entry.get("pairwise"))
+    pairwise = _mapping(entry["pairwise"])
     if not pairwise:
         return ""
     win_rate = _mapping(pairwise.get("win_rate"))
@@ -229,9 +229,9 @@ def reliable_body(entry: Mapping[str, Any]) -> str:
         pairwise_section(entry),
         "<h3>Thresholds</h3>", thresholds_table(entry),
         distributions_section(entry),
-        groups_section("Formats", entry.get("formats")),
+        groups_section("Formats", entry["formats"]),
         exploration_section(entry),
-        groups_section("Orders", entry.get("orders")),
+        groups_section("Orders", entry["orders"]),
         dimensions_section(entry),
         n_star_section(entry),
         baseline_section(entry),
@@ -242,18 +242,18 @@ def reliable_body(entry: Mapping[str, Any]) -> str:
 
 def checklist_body(entry: Mapping[str, Any]) -> str:
     rate_name = RATE_NAMES.get(_kind(entry), "rate")
-    interval = entry.get("interval")
+    interval = entry["interval"]
     low, high = (interval[0], interval[1]) if isinstance(interval, list) and len(
         interval) == 2 else (None, None)
-    calls = _mapping(entry.get("calls"))
+    calls = _mapping(entry["calls"])
     parts = [_facts([
-        ("model", _word(entry.get("model"))),
-        (rate_name, _num(entry.get("rate")) + _interval(low, high)),
-        ("pairs / examples", _int(entry.get("pairs"))),
-        ("unparsed predictions", _int(entry.get("unparsed"))),
+        ("model", _word(entry["model"])),
+        (rate_name, _num(entry["rate"]) + _interval(low, high)),
+        ("pairs / examples", _int(entry["pairs"])),
+        ("unparsed predictions", _int(entry["unparsed"])),
         ("calls made / cached", f"{_int(calls.get('made'))} / {_int(calls.get('cached'))}"),
     ])]
-    if _is_num(entry.get("rate")):
+    if _is_num(entry["rate"]):
         ok_low, ok_high = (float(low), float(high)) if _is_num(low) and _is_num(high) else (
             None, None)
         references = [(f"{c.get('name')} {tick_label(float(c['limit']))}", float(c["limit"]),
@@ -262,7 +262,7 @@ def checklist_body(entry: Mapping[str, Any]) -> str:
         parts.append(interval_chart([(rate_name, float(entry["rate"]), ok_low, ok_high, "")],
                                     f"{rate_name} with its interval", references=references))
     parts += ["<h3>Thresholds</h3>", thresholds_table(entry), message_section(entry)]
-    failures = entry.get("failures")
+    failures = entry["failures"]
     if isinstance(failures, list) and failures:
         rows = [[_text(f.get(k, ""), 1000) for k in ("original", "perturbed", "before", "after")]
                 for f in failures if isinstance(f, Mapping)]
