@@ -48,9 +48,9 @@ ADDED_DEFAULTS: dict[str, Any] = {
     # CostEntry (a report written before pricing has ``cost`` null: not known)
     "unpriced_models": [],
 }
-"""What a field reads as in a report written before it existed, where null would say less than
-is known; every other missing field reads null. (``pass_criterion``: `PASS_CRITERION_V1` where
-the entry has pass@k.)"""
+"""What a missing field reads as where null would say less than is known (what every report
+before the field meant) or would not fit its type (a list); every other missing field reads
+null. (``pass_criterion``: `PASS_CRITERION_V1` where the entry has pass@k.)"""
 DECIDED_ON = frozenset({"nodeid", "kind", "verdict", "outcome", "thresholds"})
 """Fields never filled: ``merge`` decides on them and refuses an entry without one ("verdict is
 absent"), so a viewer reads them as it finds them."""
