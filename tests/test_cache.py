@@ -65,11 +65,6 @@ def test_memory_cache() -> None:
     assert c.get("k") == ModelResponse("x") and c.count() == 1
 
 
-def test_bad_record_mode() -> None:
-    with pytest.raises(ValueError, match="sometimes"):
-        ResponseCache.open("x.sqlite", "sometimes")
-
-
 def test_miss_message_names_test_and_prompt() -> None:
     msg = miss_message(
         "tests/test_a.py::test_b", [{"role": "user", "content": "What is " + "x" * 300}]

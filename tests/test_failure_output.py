@@ -23,6 +23,7 @@ from pytest_reliable.contract.settings import Settings
 from pytest_reliable.report.format import fit_name, fit_names
 from pytest_reliable.report.html import n_star_section, worst_variant_section
 from pytest_reliable.run.session import ReliableSession, combined_progress
+from pytest_reliable.schema.migrate import complete_entry
 from pytest_reliable.space import Space, lock_update_summary, lookalike
 from pytest_reliable.verdict.summary import summarize
 from tests.test_gate import simulated
@@ -233,11 +234,12 @@ def test_an_undeclared_space_names_the_file_read(tmp_path: Path) -> None:
     ("paper", "the variance of n scores drawn without replacement", "standard deviation"),
 ])
 def test_the_n_star_section_describes_its_method(method: str, says: str, not_says: str) -> None:
-    entry = {"n_star": 3, "n_star_method": method, "n_star_source": "pilot", "eps": 0.05,
-             "delta": 0.1, "n_star_paper": 2,
-             "n_star_curve": {"computed_from": "pilot", "method": method, "n_scores": 4,
-                              "mean_upper": [0.2, 0.1, 0.04, 0.01],
-                              "var_upper": [0.2, 0.1, 0.04, 0.01]}}
+    entry = complete_entry({
+        "kind": "reliable", "n_star": 3, "n_star_method": method, "n_star_source": "pilot",
+        "eps": 0.05, "delta": 0.1, "n_star_paper": 2,
+        "n_star_curve": {"computed_from": "pilot", "method": method, "n_scores": 4,
+                         "mean_upper": [0.2, 0.1, 0.04, 0.01],
+                         "var_upper": [0.2, 0.1, 0.04, 0.01]}})
     section = n_star_section(entry)
     assert says in section and not_says not in section
     assert ("sd deviation" in section) == (method == "bootstrap")

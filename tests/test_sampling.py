@@ -187,11 +187,6 @@ def test_unicode_roman_canonical_too_many_options_is_a_config_error() -> None:
     assert {plan.cell(r, i).variant.enumerator for r in range(20) for i in range(3)} == {"upper"}
 
 
-def test_bad_mode() -> None:
-    with pytest.raises(ValueError, match="mode"):
-        make_plan(SMALL, mcq(2), 1, mode="random")
-
-
 def test_ilr_is_uniform_over_valid_formats_when_rules_remove_some() -> None:
     space = Space.from_mapping("r1", {"field_spacing": ["\n", " "],
                                       "option_separator": ["\n", "; "]})

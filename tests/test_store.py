@@ -5,6 +5,7 @@ claims that die with their holder, answers kept through a failing database, vers
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import signal
@@ -892,14 +893,26 @@ def test_kept_reports_are_in_the_order_the_server_kept_them(
     store.close()
 
 
+def test_every_backend_answers_for_kept_reports(backend: Backend) -> None:
+    """Kept reports are part of the `Store` interface: the shared store keeps them for every
+    host, the local files keep none (a machine's history is its --reliable-history directory)."""
+    store = backend.open()
+    kept = {"schema_version": 1, "tests": [], "created": "2026-01-01", "model": "m",
+            "run_id": "r1", "part": "p1", "git_commit": None}
+    shared = backend.kind == "postgresql"
+    assert store.keep_run_report(kept) is shared
+    texts = store.kept_reports()
+    assert [json.loads(text)["run_id"] for text in texts] == (["r1"] if shared else [])
+
+
 # -- a database restart: claims wait for it, are taken back, and the store writes again at once ----
 def test_claims_wait_for_a_database_that_restarts_and_are_taken_back(
     postgres_server: TemporaryPostgres, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_reliable.store import claims, postgres
+    from pytest_reliable.store import claims, postgres_claims
 
     monkeypatch.setattr(claims, "LOST_GRACE_S", 1.0)
-    monkeypatch.setattr(postgres, "SETTLE_S", 1.0)
+    monkeypatch.setattr(postgres_claims, "SETTLE_S", 1.0)
     backend = Backend("postgresql", postgres_url, postgres_server)
     store = backend.open()
     assert store.claim("mine").held

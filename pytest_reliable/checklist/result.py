@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_reliable.contract.vocabulary import Policy
 from pytest_reliable.verdict.gate import ThresholdCheck
 
 Example = dict[str, Any]
@@ -71,7 +72,7 @@ class ChecklistResult:
     failures: list[Failure] = field(default_factory=list)
     thresholds: list[ThresholdCheck] = field(default_factory=list)
     confidence: float = 0.95
-    decide: str | None = None
+    decide: Policy | None = None
     """The policy the thresholds were decided under (SPEC section 11)."""
 
     @property

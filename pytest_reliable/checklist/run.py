@@ -23,6 +23,7 @@ from pytest_reliable.checklist.result import (
 )
 from pytest_reliable.checklist.text import text_key
 from pytest_reliable.contract.markers import ChecklistSpec
+from pytest_reliable.contract.vocabulary import Policy
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.plan.task import Task
 from pytest_reliable.stats import wilson_interval
@@ -106,7 +107,7 @@ def _pairs(examples: Sequence[Example], perturbations: Sequence[Perturbation],
 
 def _result(kind: str, counts: Sequence[int], sizes: Sequence[int], unparsed: int,
             failures: list[Failure], limits: dict[str, float | None], confidence: float,
-            decide: str) -> ChecklistResult:
+            decide: Policy) -> ChecklistResult:
     """``counts[i]`` of ``sizes[i]`` pairs made from example i are bad (INV, DIR) or passed (MFT,
     one pair per example); the thresholds are decided in `gate.checklist_thresholds`."""
     hits, pairs = int(sum(counts)), int(sum(sizes))
@@ -179,7 +180,7 @@ def run_invariance(
     seed: int = 0,
     confidence: float = 0.95,
     tolerance: float | None = None,
-    decide: str = DEFAULT_POLICY,
+    decide: Policy = DEFAULT_POLICY,
     max_flip_rate: float | None = 0.0,
 ) -> ChecklistResult:
     """INV: the flip rate over (example, perturbed example) pairs, ``max_flip_rate`` decided
@@ -281,7 +282,7 @@ def run_directional(
     expect: Any,
     seed: int = 0,
     confidence: float = 0.95,
-    decide: str = DEFAULT_POLICY,
+    decide: Policy = DEFAULT_POLICY,
     max_fail_rate: float | None = 0.0,
 ) -> ChecklistResult:
     """DIR: the fail rate over pairs (the "after" prediction is not as ``expect`` says),
@@ -304,7 +305,7 @@ def run_mft(
     predict: Predict,
     *,
     confidence: float = 0.95,
-    decide: str = DEFAULT_POLICY,
+    decide: Policy = DEFAULT_POLICY,
     min_pass: float | None = None,
     expected: Callable[[Example], Any] | None = None,
 ) -> ChecklistResult:
@@ -371,7 +372,7 @@ def planned_checklist(spec: ChecklistSpec, examples: Sequence[Example], *,
 
 def run_marked(
     spec: ChecklistSpec, examples: Sequence[Example], predict: Predict, task: Task, *,
-    seed: int, decide: str,
+    seed: int, decide: Policy,
 ) -> ChecklistResult:
     """The test a CheckList marker describes: ``spec.kind`` with its perturbations, thresholds
     and confidence, decided under ``decide``. Bad expectations raise before ``predict`` runs."""

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_reliable.contract.settings import RecordMode
 from pytest_reliable.redact import redact
 from pytest_reliable.store.base import AnswerRow, Store
 from pytest_reliable.store.errors import StoreUnavailable, StoreUsageError
@@ -129,7 +130,7 @@ def open_output(path: Path, inputs: Iterable[Path] = ()) -> LocalStore:
         raise CacheCommandError(f"-o {path}: {error}") from None
 
 
-def open_remote(url: str, record_mode: str) -> Store:
+def open_remote(url: str, record_mode: RecordMode) -> Store:
     from pytest_reliable.store import parse_store_url
     from pytest_reliable.store.postgres import PostgresStore
 

@@ -254,7 +254,7 @@ def _unknown(marker: str, kwargs: Mapping[str, Any], allowed: set[str]) -> None:
 
 def parse_reliable(
     kwargs: Mapping[str, Any], *, space_exists: Callable[[Any], bool], has_baseline: bool = True,
-    n_default: int | None = None, decide_default: str = DEFAULT_POLICY,
+    n_default: int | None = None, decide_default: Policy = DEFAULT_POLICY,
     explain_space: Callable[[Any], str] | None = None, search_default: str = "uniform",
 ) -> ReliableSpec:
     """Validate ``@pytest.mark.reliable(**kwargs)``. ``search_default``: ``--reliable-search``. ``space_exists`` checks a space name;
@@ -336,7 +336,7 @@ ADAPTIVE_REFUSED = {
 """Thresholds ``search="adaptive"`` refuses up front, and why (SPEC section 14)."""
 
 
-def check_search(spec: ReliableSpec, search: str, decide: str) -> None:
+def check_search(spec: ReliableSpec, search: str, decide: Policy) -> None:
     """`MarkerArgumentError` for what cannot be decided with its promises kept:
     ``min_quantile`` under every policy and search (no bound of it has measured error rates
     yet: SPEC section 14), ``max_std`` under ``search="adaptive"``."""
@@ -366,7 +366,7 @@ below 10 a kurtosis cannot be told from noise: fail-on-evidence then failed a co
 15-20% of the time (one collapsing format among 24, n=5)."""
 
 
-def max_std_least_instances(mode: str, n: int) -> int:
+def max_std_least_instances(mode: Mode, n: int) -> int:
     """The fewest instances ``max_std`` is decided on under fail-on-evidence with ``n``
     resamplings. fixed: which instances were drawn moves the spread over resamplings itself,
     and the bound's jackknife over instances stands in for that only while the resamplings' own
@@ -382,7 +382,8 @@ class TooFewInstancesError(ReliableConfigError):
     raised before any model call."""
 
 
-def check_max_std_instances(spec: ReliableSpec, instances: int, n: int, decide: str) -> None:
+def check_max_std_instances(spec: ReliableSpec, instances: int, n: int,
+                            decide: Policy) -> None:
     """`TooFewInstancesError` when ``max_std`` is decided on fail-on-evidence over fewer
     instances than its bound needs in the test's mode (`max_std_least_instances`)."""
     if spec.max_std is None or decide != FAIL_ON_EVIDENCE:
@@ -397,7 +398,7 @@ def check_max_std_instances(spec: ReliableSpec, instances: int, n: int, decide: 
             "instances as resamplings, mode='ilr', or decide='pass-on-evidence'")
 
 
-def check_max_std_resamplings(spec: ReliableSpec, n: int | None, decide: str) -> None:
+def check_max_std_resamplings(spec: ReliableSpec, n: int | None, decide: Policy) -> None:
     """`MarkerArgumentError` when ``max_std`` is decided on evidence with fewer resamplings than
     its bound needs (`MAX_STD_MIN_N`); ``n`` None (not known yet) passes."""
     if spec.max_std is None or n is None or decide not in (PASS_ON_EVIDENCE, FAIL_ON_EVIDENCE):

@@ -28,6 +28,7 @@ import numpy as np
 from pytest_reliable.calls.pricing import Spend
 from pytest_reliable.calls.requests import CallResult, Request, number_samples
 from pytest_reliable.calls.runner import Runner
+from pytest_reliable.contract.vocabulary import Mode
 from pytest_reliable.models.base import AsyncModel, SamplingParams
 from pytest_reliable.plan.grading import Answer, GradingContext
 from pytest_reliable.plan.prompt import Prompt
@@ -47,7 +48,7 @@ class EvaluationSettings:
     """What one `evaluate` call runs: ``n`` resamplings plus a canonical pass of ``k`` samples."""
 
     n: int
-    mode: str = "ilr"
+    mode: Mode = "ilr"
     seed: int = 0
     """The test's own seed (already derived from the session seed and the nodeid)."""
     k: int = 1

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pytest_reliable.contract.vocabulary import Mode
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.space import (
     FORMAT_DIMENSIONS,
@@ -46,7 +47,6 @@ from pytest_reliable.space.variant import restrict_order as restrict_order  # re
 if TYPE_CHECKING:
     from pytest_reliable.plan.task import Task
 
-MODES = ("ilr", "fixed")
 _POOL, _PASS, _REJECT = 0x9001, 0x9002, 0x9003
 
 
@@ -86,7 +86,7 @@ class Plan:
         space: Space,
         n_instances: int,
         n_resamplings: int,
-        mode: str,
+        mode: Mode,
         seed: int,
         n_options: int,
         format_table: np.ndarray,
@@ -174,7 +174,7 @@ def make_plan(
     dataset: Sequence[Any],
     n_resamplings: int,
     *,
-    mode: str = "ilr",
+    mode: Mode = "ilr",
     seed: int = 0,
     n_options: int | None = None,
     task: Task | None = None,
@@ -185,8 +185,6 @@ def make_plan(
     list of ``task.options(record)`` when ``task`` is given, else of the records' ``choices``, and
     4 when neither gives one (pass ``task`` for a `Classification` with more than 4 labels).
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if n_resamplings < 0:
         raise ValueError("n_resamplings must be >= 0")
     n_inst = len(dataset)

@@ -265,12 +265,12 @@ class ReliableState:
             said.append(f"kept in {reports.keep_in_dir(self.settings.history, kept)}")
         except OSError as error:
             said.append(f"NOT kept in {self.settings.history} ({error.strerror})")
-        if self.settings.store_url is not None and self._opened_store is not None:
+        if self._opened_store is not None:  # the local files are checked at start-up, not opened
             from pytest_reliable.store import StoreUnavailable
 
             try:
-                reports.keep_in_store(self._opened_store, kept)
-                said.append("and in the store")
+                if self._opened_store.keep_run_report(kept):
+                    said.append("and in the store")
             except StoreUnavailable as error:
                 said.append(f"NOT kept in the store ({error}): copy the file in later")
         writer = self.config.pluginmanager.get_plugin("terminalreporter")

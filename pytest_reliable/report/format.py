@@ -99,10 +99,10 @@ def interval_cell(score: Any, low: Any, high: Any) -> str:
 
 
 def n_star_cell(entry: Mapping[str, Any]) -> str:
-    n_star = entry.get("n_star")
+    n_star = entry["n_star"]
     if n_star is None:
         return MISSING
-    return f"{n_star}!" if entry.get("n_star_reliable") is False else str(n_star)
+    return f"{n_star}!" if entry["n_star_reliable"] is False else str(n_star)
 
 
 # -- pytest's outcome beside the gate's verdict: the reports agree with the run's exit code --------
@@ -146,17 +146,17 @@ class Column(NamedTuple):
 
 
 def _mean_cell(entry: Mapping[str, Any]) -> str:
-    mean, std = entry.get("mean"), entry.get("std")
+    mean, std = entry["mean"], entry["std"]
     return MISSING if mean is None else f"{num(mean)}±{num(std)}"
 
 
 def _passes_cell(entry: Mapping[str, Any]) -> str:
-    passes = "/".join(num(entry.get(key)) for key in ("pass_at_1", "pass_at_k", "pass_hat_k"))
-    return f"{passes} (k={entry.get('k') or 1})"
+    passes = "/".join(num(entry[key]) for key in ("pass_at_1", "pass_at_k", "pass_hat_k"))
+    return f"{passes} (k={entry['k'] or 1})"
 
 
 def _calls_cell(entry: Mapping[str, Any]) -> str:
-    calls = entry.get("calls") or {}
+    calls = entry["calls"] or {}
     return f"{calls.get('made', 0)}/{calls.get('cached', 0)}"
 
 
@@ -171,7 +171,7 @@ def usd(value: Any) -> str:
 
 def spend_cell(entry: Mapping[str, Any]) -> str:
     """What the test's calls cost (SPEC section 13), ``~`` when tokens were estimated."""
-    cost = entry.get("cost")
+    cost = entry["cost"]
     if not isinstance(cost, dict):
         return MISSING
     return ("~" if cost.get("estimated") else "") + usd(cost.get("usd"))
@@ -179,7 +179,7 @@ def spend_cell(entry: Mapping[str, Any]) -> str:
 
 def has_spend(entries: Iterable[Mapping[str, Any]]) -> bool:
     """Some test cost or saved money (a price table was given): then the reports show spend."""
-    return any(isinstance(e.get("cost"), dict)
+    return any(isinstance(e["cost"], dict)
                and (e["cost"].get("usd") or e["cost"].get("cached_usd_saved")) for e in entries)
 
 
@@ -218,7 +218,7 @@ def win_rate_cell(entry: Mapping[str, Any]) -> str:
 def _canonical_cell(entry: Mapping[str, Any], level_shown: bool = False) -> str:
     cell = interval_cell(get(entry, "canonical", "score"), get(entry, "canonical", "wilson_low"),
                          get(entry, "canonical", "wilson_high"))
-    if level_shown and isinstance(entry.get("confidence"), float) and cell != MISSING:
+    if level_shown and isinstance(entry["confidence"], float) and cell != MISSING:
         cell += f" {_percent(entry['confidence'])}"
     return cell
 
@@ -231,7 +231,7 @@ def reliable_columns(entries: Sequence[Mapping[str, Any]],
                      columns: list[Column] | None = None) -> list[Column]:
     """``columns`` (default RELIABLE_COLUMNS) with the canonical interval's level in its header:
     the tests' confidence when they share one, else "CI" and each cell names its own level."""
-    levels = {entry.get("confidence") for entry in entries}
+    levels = {entry["confidence"] for entry in entries}
     level = levels.pop() if len(levels) == 1 else None
     if isinstance(level, float):
         canonical = Column(f"canonical [{_percent(level)} CI]", _canonical_cell, keep=True)
@@ -239,10 +239,10 @@ def reliable_columns(entries: Sequence[Mapping[str, Any]],
         canonical = Column("canonical [CI]", lambda e: _canonical_cell(e, True), keep=True)
     chosen = [canonical if c.header == "canonical [95% CI]" else c
               for c in (RELIABLE_COLUMNS if columns is None else columns)]
-    if any(entry.get("baseline") for entry in entries):
+    if any(entry["baseline"] for entry in entries):
         # The candidate - baseline column, before the verdict, only when some test compares.
         chosen.insert(len(chosen) - 1, Column(BASELINE_COLUMN, baseline_cell, keep=True))
-    if any(entry.get("pairwise") for entry in entries):
+    if any(entry["pairwise"] for entry in entries):
         # A pairwise judge's win rate, before the verdict, only when some test has one.
         chosen.insert(len(chosen) - 1, Column(WIN_RATE_COLUMN, win_rate_cell, keep=True))
     if has_spend(entries) and not any(c.header == SPEND_COLUMN for c in chosen):
@@ -259,8 +259,8 @@ RELIABLE_COLUMNS: list[Column] = [
     Column("mode", _text_cell("mode")),
     Column("mean±sd", _mean_cell, keep=True),
     Column("canonical [95% CI]", lambda e: _canonical_cell(e), keep=True),
-    Column("formats min/med/max", lambda e: spread_cell(e.get("formats")), keep=True),
-    Column("orders min/med/max", lambda e: spread_cell(e.get("orders"))),
+    Column("formats min/med/max", lambda e: spread_cell(e["formats"]), keep=True),
+    Column("orders min/med/max", lambda e: spread_cell(e["orders"])),
     Column("pass@1/@k/^k", _passes_cell),
     Column("n*", n_star_cell),
     Column("calls new/cached", _calls_cell),
@@ -274,7 +274,7 @@ RATE_NAMES = {"invariance": "flip rate", "directional": "fail rate", "mft": "pas
 CHECKLIST_COLUMNS: list[Column] = [
     Column("kind", _text_cell("kind"), keep=True),
     Column("rate [CI]", lambda e: f"{RATE_NAMES.get(str(e.get('kind')), 'rate')} " + interval_cell(
-        e.get("rate"), *((e.get("interval") or [None, None])[:2])), keep=True),
+        e["rate"], *((e["interval"] or [None, None])[:2])), keep=True),
     Column("pairs", _text_cell("pairs")),
     Column("unparsed", _text_cell("unparsed")),
     Column("calls new/cached", _calls_cell),
@@ -311,12 +311,13 @@ def small_pilot_note(entry: Mapping[str, Any]) -> str | None:
     ``n_star_reliable`` is false): a small pilot may see no rarely failing format, so its n* is
     small and the runs it sizes miss that format's share of the mean. A stored n* keeps its
     pilot's size, so a later run reading it says the same. None for other entries."""
-    pilot = entry.get("pilot_n")
-    if (entry.get("kind") != "reliable" or entry.get("n_star_method") != "bootstrap"
-            or entry.get("n_star_source") not in ("pilot", "store")
+    if entry.get("kind") != "reliable":
+        return None
+    pilot = entry["pilot_n"]
+    if (entry["n_star_method"] != "bootstrap" or entry["n_star_source"] not in ("pilot", "store")
             or not isinstance(pilot, int) or isinstance(pilot, bool) or pilot >= SMALL_PILOT):
         return None
-    return (f"n* = {entry.get('n_star')} from a bootstrap pilot of {pilot} resamplings: a pilot "
+    return (f"n* = {entry['n_star']} from a bootstrap pilot of {pilot} resamplings: a pilot "
             f"under {SMALL_PILOT} can miss a rare failure mode (a format that seldom collapses), "
             f"and n* then runs too few resamplings (measured: {SMALL_PILOT_MEASURED}); raise "
             "--reliable-pilot-n")
@@ -328,30 +329,30 @@ def not_reliable_notes(entries: Sequence[Mapping[str, Any]], names: dict[str, st
         small = small_pilot_note(entry)
         if small is not None:
             notes.append(f"! {names.get(entry.get('nodeid', ''), entry.get('nodeid'))}: {small}")
-        if entry.get("kind") == "reliable" and entry.get("n_star_reliable") is False:
-            if entry.get("n_star_method") == "bootstrap":
+        if entry.get("kind") == "reliable" and entry["n_star_reliable"] is False:
+            if entry["n_star_method"] == "bootstrap":
                 if small is not None and not _beyond_run(entry):
                     continue  # the small pilot is the reason, said above
                 notes.append(
                     f"! {names.get(entry.get('nodeid', ''), entry.get('nodeid'))}: n* = "
-                    f"{entry.get('n_star')} is beyond the cap (--reliable-n-max): ran "
-                    f"{entry.get('n_resamplings')}, not reliable at (eps={entry.get('eps')}, "
-                    f"delta={entry.get('delta')}); they vouch for "
-                    f"eps={num(entry.get('achievable_eps'), 4)}"
+                    f"{entry['n_star']} is beyond the cap (--reliable-n-max): ran "
+                    f"{entry['n_resamplings']}, not reliable at (eps={entry['eps']}, "
+                    f"delta={entry['delta']}); they vouch for "
+                    f"eps={num(entry['achievable_eps'], 4)}"
                 )
                 continue
             notes.append(
                 f"! {names.get(entry.get('nodeid', ''), entry.get('nodeid'))}: n* = "
-                f"{entry.get('n_star')} is all the resamplings there were: not reliable at "
-                f"(eps={entry.get('eps')}, delta={entry.get('delta')}); they vouch for "
-                f"eps={num(entry.get('achievable_eps'), 4)}"
+                f"{entry['n_star']} is all the resamplings there were: not reliable at "
+                f"(eps={entry['eps']}, delta={entry['delta']}); they vouch for "
+                f"eps={num(entry['achievable_eps'], 4)}"
             )
     return notes
 
 
 def _beyond_run(entry: Mapping[str, Any]) -> bool:
     """n* above the resamplings that ran: the cap (``--reliable-n-max``) stopped the run."""
-    n_star, ran = entry.get("n_star"), entry.get("n_resamplings")
+    n_star, ran = entry["n_star"], entry["n_resamplings"]
     return isinstance(n_star, int) and isinstance(ran, int) and n_star > ran
 
 
@@ -361,7 +362,7 @@ def reliable_notes(entries: Sequence[Mapping[str, Any]], names: dict[str, str]) 
     notes = not_reliable_notes(entries, names)
     for entry in entries:
         name = names.get(entry.get("nodeid", ""), entry.get("nodeid"))
-        notes += [f"! {name}: {note}" for note in entry.get("notes") or []]
+        notes += [f"! {name}: {note}" for note in entry["notes"] or []]
     return notes
 
 

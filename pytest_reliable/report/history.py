@@ -26,7 +26,7 @@ from typing import Any
 from pytest_reliable.files import write_atomic
 from pytest_reliable.report.charts import history_chart
 from pytest_reliable.report.format import short_nodeids
-from pytest_reliable.report.html import CSP, CSS, _badge, _is_num, _num, _table, _text
+from pytest_reliable.report.html_text import CSP, CSS, _badge, _is_num, _num, _table, _text
 from pytest_reliable.schema.load import ReportFileError, load_report, parse_report
 
 BLOCKING = ("failed", "error")

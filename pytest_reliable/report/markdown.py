@@ -83,7 +83,7 @@ def markdown_summary(report: dict[str, Any], columns: list[Column] | None = None
         for entry in failures:
             name = _escape(names[str(entry.get("nodeid", "?"))])
             if not blocks_release(entry):
-                reason = entry.get("xfail_reason")
+                reason = entry["xfail_reason"]
                 name += " (expected failure" + (f": {html.escape(_escape(str(reason)))}" if reason else "") + ")"
             message = cut_message(str(entry["message"])).replace("```", "'''")
             details = [f"<details><summary>{name}</summary>", "", "```", message, "```", "",

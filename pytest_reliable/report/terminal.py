@@ -87,7 +87,7 @@ def summary_table(entries: Sequence[Entry], *, width: int = 200,
             lines.append("")
         lines += _fit(checklist, [name(e) for e in checklist], CHECKLIST_COLUMNS, width)
     for entry in errors:
-        message = str(entry.get("message") or "").strip()
+        message = str(entry["message"] or "").strip()
         first = message.splitlines()[0] if message else ""
         line = f"{name(entry)}: {verdict_text(entry)}: {first}"
         lines.append(cut_text(line, max(width - 40, 20)) if len(line) > width else line)

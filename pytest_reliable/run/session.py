@@ -38,6 +38,7 @@ from pytest_reliable.contract.markers import (
     check_max_std_instances,
 )
 from pytest_reliable.contract.settings import Settings
+from pytest_reliable.contract.vocabulary import Policy
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluate.adaptive import row_keys
 from pytest_reliable.evaluate.circular import check_circular, circular_entry, run_circular
@@ -126,7 +127,7 @@ class ReliableTest:
     model: AsyncModel
     seed: int
     """The test's own seed: `derive_seed` of the session seed and the nodeid."""
-    decide: str
+    decide: Policy
     """The policy its thresholds are decided under: the marker's, else the project's."""
 
     def evaluation(self) -> EvaluationSettings:

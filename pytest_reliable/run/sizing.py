@@ -25,6 +25,8 @@ from pytest_reliable.contract.vocabulary import (
     CHECKLIST_DIRECTIONS,
     DEFAULT_POLICY,
     RELIABLE_THRESHOLDS,
+    Mode,
+    Policy,
 )
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.stats import power
@@ -527,7 +529,7 @@ SIZE_N_FACTOR = 64
 """How far past the dataset the size suggestion looks for the instances a test needs."""
 
 
-def suggest_size(spec: Any, space: Any, instances: int, n_options: int, decide: str,
+def suggest_size(spec: Any, space: Any, instances: int, n_options: int, decide: Policy,
                  n_max: int) -> SizeSuggestion | None:
     """The smallest n in [1, ``n_max``] at which every threshold of ``spec`` is `reachable`
     (bisection: more resamplings never make a threshold harder to reach), and when none is, the
@@ -589,7 +591,7 @@ class Grouping:
     layout: RangeLayout
 
 
-def grouping_of(space: Any, mode: str, group_by: Any, instances: int, resamplings: int,
+def grouping_of(space: Any, mode: Mode, group_by: Any, instances: int, resamplings: int,
                 n_options: int) -> Grouping | None:
     """The test's pre-registered grouping, its smallest group's expected cell count and its
     layout of groups over cells (what the plan simulates)."""
@@ -617,7 +619,7 @@ def grouping_of(space: Any, mode: str, group_by: Any, instances: int, resampling
 
 
 def plan_design(spec: Any, space: Any, instances: int, resamplings: int, n_options: int,
-                decide: str) -> tuple[Design, Grouping | None]:
+                decide: Policy) -> tuple[Design, Grouping | None]:
     thresholds = [name for name in (*MIN_THRESHOLDS, *MAX_THRESHOLDS)
                   if getattr(spec, name, None) is not None]
     grouping = None
@@ -633,7 +635,7 @@ def plan_design(spec: Any, space: Any, instances: int, resamplings: int, n_optio
     from pytest_reliable.plan.sampling import n_listed_units
 
     units = n_listed_units(space, max(n_options, 2))
-    mode = getattr(spec, "mode", "ilr")
+    mode: Mode = getattr(spec, "mode", "ilr")
     design = Design(
         instances=instances, resamplings=resamplings, k=spec.k, confidence=spec.confidence,
         decide=decide, layout=grouping.layout if grouping else None,
@@ -656,7 +658,8 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
     space = session.space(spec.space)
     settings = session.settings
     instances = len(dataset)
-    decide = getattr(spec, "decide", None) or getattr(settings, "decide", None) or DEFAULT_POLICY
+    decide: Policy = getattr(spec, "decide", None) or getattr(settings, "decide", None) \
+        or DEFAULT_POLICY
     notes: list[str] = []
     k = spec.k
     priced = session.settings.pricing_path is not None
@@ -943,7 +946,7 @@ def plan_checklist(session: ReliableSession, nodeid: str, data: Records, task: T
                     cost=spend.as_dict() if spend is not None else None)
 
 
-def resolve_checklist(name: str, limit: float, sizes: Sequence[int], decide: str,
+def resolve_checklist(name: str, limit: float, sizes: Sequence[int], decide: Policy,
                       confidence: float, thresholds: int = 1) -> Resolution:
     """What a CheckList rate (``max_flip_rate``, ``max_fail_rate``, ``min_pass``) can resolve
     over the pairs ``sizes`` gives per example, as `gate.checklist_thresholds` decides it.

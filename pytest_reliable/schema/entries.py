@@ -45,13 +45,14 @@ class RangeEntry(TypedDict):
     grouping: str
     per_variant: dict[str, GroupEntry]
     noise_floor: float | None
-    worst_candidates: list[str]
+    worst_candidates: list[str] | None
     """Keys of the groups that could be the worst at the test's confidence (a confidence set
-    for the worst group, lowest score first): more than one means the data cannot tell which."""
-    unobserved: list[str]
+    for the worst group, lowest score first): more than one means the data cannot tell which.
+    This and the fields below are null in reports written before ranges carried them."""
+    unobserved: list[str] | None
     """Listed dimension values no cell was rendered with: their claims have no evidence
     (``min_worst``/``max_spread``/``min_median`` cannot pass on evidence about them)."""
-    estimator: str
+    estimator: str | None
     """How the groups' ``score`` was estimated."""
 
 
@@ -269,17 +270,18 @@ class WorstVariantEntry(TypedDict):
     """The rendered prompt of one cell of the group: its first answered cell with the group's
     lowest score, so a failing group shows a prompt the model got wrong."""
     answer: str | None
-    answer_score: float
-    """That cell's score (0: wrong or unread; 1: the group has no wrong answer)."""
-    answer_parsed: bool
-    instance: int
+    answer_score: float | None
+    """That cell's score (0: wrong or unread; 1: the group has no wrong answer). This and the
+    fields below are null in reports written before the worst group showed a wrong answer."""
+    answer_parsed: bool | None
+    instance: int | None
     """The cell's instance: a 0-based index into the dataset (and ``per_instance``)."""
-    record: str
+    record: str | None
     """Where the instance came from, as a person counts (1-based): ``data.jsonl, line 3``, or
     ``records, record 4`` for records given in code."""
     resampling: int | None
     """The cell's resampling (0-based, as ``resampling_scores``); None: the canonical pass."""
-    candidates: list[str]
+    candidates: list[str] | None
     """The groups that could be the worst at the test's confidence (the range's
     ``worst_candidates``): ``key`` is the lowest estimate, not a proven worst."""
 
@@ -359,7 +361,9 @@ class ReliableEntry(TypedDict):
     stopped_early: bool
     stop_reason: str | None
     calls: CallsEntry
-    cost: CostEntry
+    cost: CostEntry | None
+    """Null when the test errored before its calls were counted, and in reports written before
+    spend was (SPEC section 13)."""
     decide: str | None
     confidence: float
     thresholds: list[ThresholdEntry]
@@ -404,8 +408,9 @@ class ChecklistEntry(TypedDict):
     unparsed: int
     failures: list[FailureEntry]
     thresholds: list[ThresholdEntry]
-    decide: str
-    """The policy the thresholds were decided under (SPEC section 11)."""
+    decide: str | None
+    """The policy the thresholds were decided under (SPEC section 11); null in reports written
+    before CheckList entries said it."""
     nodeid: str
     verdict: str
     model: str
@@ -413,7 +418,7 @@ class ChecklistEntry(TypedDict):
     """As `ReliableEntry.model_cache`."""
     space_hash: str | None
     calls: CallsEntry
-    cost: CostEntry
+    cost: CostEntry | None
     message: str | None
     outcome: str | None
     xfail_reason: str | None

@@ -4,10 +4,11 @@ rebuild from one (``python -m pytest_reliable html``, ``merge``, ``history``).
 `load_report` (a file) and `parse_report` (text from elsewhere, e.g. a report kept in the store)
 stop with a `ReportFileError` naming the report, the problem and the fix: a missing file, bytes
 that are not UTF-8 JSON, a report of a newer (or unknown) ``schema_version``, nesting no report
-has, a ``tests`` list that is not a list of objects, a top-level field of the wrong type. The
-fields inside an entry are not checked one by one here: the page reads each defensively (a
-missing or odd value reads "not reported"); ``merge``, which decides on them, checks the ones it
-decides on (`report.merge`).
+has, a ``tests`` list that is not a list of objects, a top-level field of the wrong type. A
+report that passes is brought up to this version's shape (`schema.migrate`): every entry has
+every field of its kind, so a viewer indexes the fields the schema guarantees. Their values are
+not checked one by one here: a viewer reads an odd value defensively (the page: "not
+reported"); ``merge``, which decides on them, checks the ones it decides on (`report.merge`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from typing import Any, cast
 
 from pytest_reliable import __version__
 from pytest_reliable.schema.entries import SCHEMA_VERSION, ReportDocument
+from pytest_reliable.schema.migrate import UPGRADES, upgrade_report
 
-READABLE_SCHEMA_VERSIONS = frozenset({1})
-"""The ``schema_version`` values this version reads (every one it or an earlier version wrote)."""
+READABLE_SCHEMA_VERSIONS = frozenset(UPGRADES)
+"""The ``schema_version`` values this version reads (every one it or an earlier version wrote:
+each has its upgrade to this version's shape)."""
 MAX_NESTING = 100
 """Objects and arrays nest this deep at most; a report nests about 6 deep."""
 OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {
@@ -77,7 +80,8 @@ def parse_report(text: str, name: str, fix: str = FIX) -> ReportDocument:
 
 
 def check_report(data: Any, name: str, fix: str = FIX) -> ReportDocument:
-    """``data`` (parsed JSON) as a report, checked; the errors name it ``name``."""
+    """``data`` (parsed JSON) as a report, checked and in this version's shape; the errors
+    name it ``name``."""
     if _nesting(data) > MAX_NESTING:
         raise ReportFileError(_too_deep(name, fix))
     if not isinstance(data, dict) or "tests" not in data:
@@ -103,7 +107,7 @@ def check_report(data: Any, name: str, fix: str = FIX) -> ReportDocument:
             raise ReportFileError(f"{name}: outcomes[{_shown(nodeid)}] is {_a(outcome)}, not a "
                                   "string (pytest's outcome of the test): "
                                   f"{_fix(fix, 'unedited')}.")
-    return cast(ReportDocument, data)
+    return cast(ReportDocument, upgrade_report(data))
 
 
 def _check_schema_version(name: str, data: dict[str, Any], fix: str) -> None:

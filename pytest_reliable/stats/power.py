@@ -50,7 +50,7 @@ import numpy.typing as npt
 from scipy import special as _special
 from scipy import stats as _sps
 
-from pytest_reliable.contract.vocabulary import DEFAULT_POLICY
+from pytest_reliable.contract.vocabulary import DEFAULT_POLICY, Mode, Policy
 from pytest_reliable.stats import groups as g
 from pytest_reliable.stats._validation import FloatArray
 from pytest_reliable.stats.groups import Tally
@@ -68,14 +68,14 @@ class Design:
     resamplings: int
     k: int = 1
     confidence: float = 0.95
-    decide: str = DEFAULT_POLICY
+    decide: Policy = DEFAULT_POLICY
     layout: RangeLayout | None = None
     """How the cells fall into the test's groups (None: no grouping known)."""
     groups: int = 0
     pairs: int = 0
     hypotheses: int = 1
     """What Holm corrects over under fail-on-evidence (thresholds, plus groups / pairs)."""
-    mode: str = "ilr"
+    mode: Mode = "ilr"
     units: int = 0
     """The listed variants a cell draws from (an instance shown one twice answers the same);
     0: too many to list (no repeats)."""
@@ -444,7 +444,7 @@ class RangeLayout:
     their variant-sampling error).
     """
 
-    mode: str
+    mode: Mode
     sizes: tuple[int, ...] = ()
     formats: int = 0
     sampled: bool = False
@@ -601,7 +601,7 @@ def _unit_levels(layout: RangeLayout, draws: _Draws, effects: list[FloatArray],
     return np.asarray(np.clip(level, 0.0, 1.0), dtype=np.float64)
 
 
-def _configuration(layout: RangeLayout, threshold: str, decide: str, limit: float,
+def _configuration(layout: RangeLayout, threshold: str, decide: Policy, limit: float,
                    x: float) -> tuple[list[FloatArray], float]:
     """The hardest model for the policy's outcome whose threshold value is ``x``.
 

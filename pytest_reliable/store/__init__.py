@@ -7,8 +7,10 @@ from the extra ``pytest-reliable[postgres]``). Everything above this package see
 
 Modules, lowest first: `errors` (the store's errors and warning), `claims` (single-flight across
 processes), `holders` (who holds a locked sqlite file), `waits` (one waiting deadline per run),
-`nstar` (the n* entries of ``--reliable-n auto``), `base` (the `Store` interface and the ledger),
-`local` (sqlite), `postgres` (PostgreSQL), `reports` (kept reports for the release history).
+`nstar` (the n* entries of ``--reliable-n auto``), `reports` (the release history's kept reports:
+their directory and text), `base` (the `Store` interface and the ledger), `local` (sqlite), the
+PostgreSQL store's parts (`postgres_driver`, `postgres_schema`, `postgres_claims`,
+`postgres_records`) and `postgres` (the store itself).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pytest_reliable.contract.settings import Settings
+from pytest_reliable.contract.settings import RecordMode, Settings
 from pytest_reliable.redact import redact, register_url_secrets
 from pytest_reliable.store.base import RECORD_MODES, AnswerRow, Claim, Ledger, Store
 from pytest_reliable.store.errors import StoreUnavailable, StoreUsageError, StoreWarning
@@ -73,7 +75,7 @@ def default_run_id(environ: Mapping[str, str] | None = None) -> str:
 class StoreConfig:
     """Where a run keeps what outlives it (the session fills this in from the settings)."""
 
-    record_mode: str
+    record_mode: RecordMode
     cache_path: Path
     """The local answers file (``--reliable-cache``)."""
     nstar_dir: Path

@@ -2,8 +2,9 @@
 
 A `Store` holds the paid answers (write-once per cache key, read in batches), hands out the budget
 `Ledger` of a run id, the n* entries and the `Claims` that make a call single-flight across every
-process using the store. Backends implement a few primitives (`_read`, `_write`, `_count`,
-`_close`, `ledger`); the promises callers rely on live here, once for every backend:
+process using the store, and the runs' reports kept for the release history (`keep_report`,
+`kept_reports`). Backends implement a few primitives (`_read`, `_write`, `_count`, `_close`,
+`ledger`, the kept reports); the promises callers rely on live here, once for every backend:
 
 - ``put`` never raises and never loses a paid answer: it returns once the answer is committed
   durably (answers that arrive together from several threads share one commit: a group commit),
@@ -29,13 +30,15 @@ import math
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
+from pytest_reliable.contract.settings import RecordMode
 from pytest_reliable.models.base import ModelResponse
 from pytest_reliable.store.claims import claim_name
 from pytest_reliable.store.errors import StoreUnavailable
+from pytest_reliable.store.reports import report_text
 
 if TYPE_CHECKING:
     from pytest_reliable.store.claims import Claims
@@ -44,7 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pytest_reliable.store")
 
-RECORD_MODES: tuple[str, ...] = ("new", "none", "all")
+RECORD_MODES: tuple[RecordMode, ...] = get_args(RecordMode)
 RETRY_FIRST_S = 0.5
 RETRY_MAX_S = 30.0
 """Backoff of writes (and reads) after the database failed: doubling from the first to the max."""
@@ -250,10 +253,8 @@ class Store(ABC):
     waits: ClaimWaits
     """This run's waits on other processes' claims (one deadline for the whole run)."""
 
-    def __init__(self, record_mode: str, location: str, *,
+    def __init__(self, record_mode: RecordMode, location: str, *,
                  wait_timeout: float | None = None) -> None:
-        if record_mode not in RECORD_MODES:
-            raise ValueError(f"record mode {record_mode!r}: allowed are {', '.join(RECORD_MODES)}")
         self.record_mode = record_mode
         self.location = location
         self.wait_timeout = wait_timeout
@@ -507,6 +508,28 @@ class Store(ABC):
 
     def forget_batch(self, name: str) -> None:
         self._batch_ids().pop(name, None)
+
+    # -- kept reports (the release history, SPEC section 10; `store.reports`) --------------------
+    @abstractmethod
+    def keep_report(self, run_id: str, part: str, created: str | None, model: str | None,
+                    git_commit: str | None, report_json: str) -> bool:
+        """Keep one session's JSON report (``report_json``, a kept report's text) for the
+        release history where every host using this store reads it; False when this backend
+        keeps none (the local files: one machine's history is its ``--reliable-history``
+        directory). `StoreUnavailable` when the store cannot take it."""
+
+    @abstractmethod
+    def kept_reports(self) -> list[str]:
+        """Every kept report's JSON text, in the order they were kept (unchecked: the history
+        checks each)."""
+
+    def keep_run_report(self, kept: Mapping[str, Any]) -> bool:
+        """`keep_report` of a report as the history keeps it (`reports.kept_report`)."""
+        created, model, commit = (kept.get(name) for name in ("created", "model", "git_commit"))
+        return self.keep_report(str(kept["run_id"]), str(kept["part"]),
+                                created if isinstance(created, str) else None,
+                                model if isinstance(model, str) else None,
+                                commit if isinstance(commit, str) else None, report_text(kept))
 
     # -- claims (single-flight) --------------------------------------------------------------------
     def claim(self, key: str, generation: int = 0) -> Claim:

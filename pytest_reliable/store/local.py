@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_reliable.contract.settings import RecordMode
 from pytest_reliable.files import sha256_hex, write_atomic
 from pytest_reliable.store.base import (
     CHUNK_BYTES,
@@ -122,7 +123,7 @@ def _probe_write_lock(path: Path, *, answers: bool = False) -> None:
         conn.close()
 
 
-def check_cache_path(path: Path, record_mode: str) -> None:
+def check_cache_path(path: Path, record_mode: RecordMode) -> None:
     """Raise `CacheFileError` if ``path`` cannot serve as the cache; creates nothing."""
     if path.is_dir():
         raise _cache_file_error(path, IsADirectoryError(str(path)))
@@ -263,7 +264,7 @@ class LocalStore(Store):
     def __init__(
         self,
         path: Path | None,
-        record_mode: str = "new",
+        record_mode: RecordMode = "new",
         *,
         budget_path: Path | None = None,
         nstar_dir: Path | None = None,
@@ -285,6 +286,14 @@ class LocalStore(Store):
             NStarStore(directory, self.claims, self.waits) if directory is not None
             else MemoryNStar(self.claims, self.waits)
         )
+
+    # -- kept reports: none here (a machine's history is its --reliable-history directory) ---
+    def keep_report(self, run_id: str, part: str, created: str | None, model: str | None,
+                    git_commit: str | None, report_json: str) -> bool:
+        return False
+
+    def kept_reports(self) -> list[str]:
+        return []
 
     # -- pending batches: one small file each, next to the n* entries ---------------------------
     def _batch_file(self, name: str) -> Path | None:
@@ -318,7 +327,7 @@ class LocalStore(Store):
         path.unlink(missing_ok=True)
 
     @classmethod
-    def open(cls, path: str | Path, record_mode: str = "new") -> LocalStore:
+    def open(cls, path: str | Path, record_mode: RecordMode = "new") -> LocalStore:
         return cls(Path(path), record_mode)
 
     @classmethod

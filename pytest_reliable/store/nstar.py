@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from pytest_reliable.contract.vocabulary import Mode
 from pytest_reliable.files import content_hash, write_atomic
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class NStarKey:
     space_hash: str
     dataset_hash: str
     reference_model: str
-    mode: str
+    mode: Mode
     eps: float
     delta: float
     seed: int

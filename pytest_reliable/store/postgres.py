@@ -39,21 +39,23 @@ Faults: at start-up every failure to connect is a `StoreUsageError` naming host,
 failure is `StoreUnavailable`, which the `Store` turns into answers kept in memory, retried writes
 and one report. The password (URL, ``PGPASSWORD``) is registered for redaction before anything is
 said about the store.
+
+Its parts, one job each: `postgres_driver` (psycopg, its pool and logs, secrets),
+`postgres_schema` (tables and migrations), `postgres_claims` (advisory locks),
+`postgres_records` (the budget ledger and n* entries); this module, the store itself: start-up,
+answers, pending batches and kept reports.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from pytest_reliable.files import sha256_hex
-from pytest_reliable.redact import redact, register_environment_secrets, register_url_secrets
+from pytest_reliable.contract.settings import RecordMode
+from pytest_reliable.redact import redact
 from pytest_reliable.store.base import (
     CHUNK_BYTES,
     CHUNK_ROWS,
@@ -64,21 +66,37 @@ from pytest_reliable.store.base import (
     answer_row,
     checked,
 )
-from pytest_reliable.store.claims import Claims, Holder, this_host
+from pytest_reliable.store.claims import Claims
 from pytest_reliable.store.errors import StoreUnavailable, StoreUsageError
-from pytest_reliable.store.nstar import NStarEntries, NStarKey
+from pytest_reliable.store.nstar import NStarEntries
+from pytest_reliable.store.postgres_claims import AdvisoryClaims, advisory_key
+from pytest_reliable.store.postgres_driver import (
+    CONNECT_TIMEOUT_S,
+    EXTRA,
+    POOL_NAME,
+    driver_modules,
+    in_store,
+    one_line,
+    register_store_secrets,
+    route_driver_logs,
+)
+from pytest_reliable.store.postgres_records import PostgresLedger, PostgresNStar
+from pytest_reliable.store.postgres_schema import (
+    COLUMNS,
+    MIGRATIONS,
+    NOW,
+    PROBE,
+    SCHEMA_LOCK,
+    SCHEMA_VERSION,
+    TABLE_FIX,
+    TABLES,
+    column_family,
+)
 from pytest_reliable.store.waits import ClaimWaits
 
-log = logging.getLogger("pytest_reliable.store")
-driver_log = logging.getLogger("pytest_reliable.store.driver")
-
-EXTRA = 'pip install "pytest-reliable[postgres]"'
-SCHEMA_VERSION = 3
-CONNECT_TIMEOUT_S = 10
 POOL_WAIT_S = 5.0
 """Mid-run: how long a query waits for a connection before the store counts as lost (for now)."""
 POOL_SIZE = 8
-POOL_NAME = "pytest-reliable"
 DURABLE_COMMIT = "SET synchronous_commit = on"
 """Run on each of the store's connections only when the server's default is ``off``: a paid
 answer is stored once its commit is on the server's disk (other durable settings of a server,
@@ -87,142 +105,9 @@ LAZY_COMMIT = "SET LOCAL synchronous_commit TO OFF"
 REVIVE_EVERY_S = 1.0
 REVIVE_CONNECT_S = 3
 """An empty pool is replaced at most this often, once a direct connection (this quick) works."""
-CLAIMS_RECONNECT_S = 1.0
-"""A lost claims connection is tried again at most this often."""
-SETTLE_S = 3.0
-"""After the claims connection came back, new claims wait this long: other processes take back
-what they held when the server went away (each reconnects within `CLAIMS_RECONNECT_S` of its
-next claim) before this one may take it as free."""
 
-NOW = "EXTRACT(EPOCH FROM clock_timestamp())"
-"""The server's clock: the hosts' clocks may disagree."""
-
-MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (
-        ("CREATE TABLE IF NOT EXISTS reliable_answers ("
-        " key TEXT PRIMARY KEY, text BYTEA NOT NULL, logprobs TEXT, prompt_tokens INTEGER,"
-        " completion_tokens INTEGER, latency_s DOUBLE PRECISION, extra TEXT, model TEXT,"
-        " meta TEXT, created DOUBLE PRECISION)"),
-        ("CREATE TABLE IF NOT EXISTS reliable_budget ("
-        " run TEXT PRIMARY KEY, calls BIGINT NOT NULL DEFAULT 0, tokens BIGINT NOT NULL DEFAULT 0,"
-        " skipped BIGINT NOT NULL DEFAULT 0, created DOUBLE PRECISION NOT NULL)"),
-        ("CREATE TABLE IF NOT EXISTS reliable_nstar ("
-        " digest TEXT PRIMARY KEY, record TEXT NOT NULL, created DOUBLE PRECISION NOT NULL)"),
-    ),
-    2: (  # SPEC section 13: USD budgets, and the batch a killed run resumes
-        ("ALTER TABLE reliable_budget ADD COLUMN IF NOT EXISTS usd DOUBLE PRECISION NOT NULL"
-        " DEFAULT 0"),
-        ("CREATE TABLE IF NOT EXISTS reliable_batches ("
-        " name TEXT PRIMARY KEY, batch_id TEXT NOT NULL, created DOUBLE PRECISION NOT NULL)"),
-    ),
-    3: (
-        # The report is JSON written with ensure_ascii (no NUL, no lone surrogate reaches TEXT).
-        ("CREATE TABLE IF NOT EXISTS reliable_reports ("
-        " run_id TEXT NOT NULL, part TEXT NOT NULL, created TEXT, model TEXT, git_commit TEXT,"
-        " report TEXT NOT NULL, kept DOUBLE PRECISION NOT NULL, PRIMARY KEY (run_id, part))"),
-    ),
-}
-"""Statements that bring the schema from version N-1 to N, applied in order on first use."""
-TABLES: dict[str, dict[str, str]] = {
-    "reliable_meta": {"key": "text", "value": "text"},
-    "reliable_answers": {
-        "key": "text", "text": "bytea", "logprobs": "text", "prompt_tokens": "integer",
-        "completion_tokens": "integer", "latency_s": "double precision", "extra": "text",
-        "model": "text", "meta": "text", "created": "double precision"},
-    "reliable_budget": {"run": "text", "calls": "bigint", "tokens": "bigint", "skipped": "bigint",
-                        "created": "double precision", "usd": "double precision"},
-    "reliable_nstar": {"digest": "text", "record": "text", "created": "double precision"},
-    "reliable_batches": {"name": "text", "batch_id": "text", "created": "double precision"},
-    "reliable_reports": {"run_id": "text", "part": "text", "created": "text", "model": "text",
-                         "git_commit": "text", "report": "text", "kept": "double precision"},
-}
-"""The columns the store reads and writes, by table (what `_check_tables` checks at start-up)."""
-TABLE_FIX = ("Give the store a database of its own (or a schema of its own: add "
-             "?options=-csearch_path%3Dreliable to the URL after CREATE SCHEMA reliable), or move "
-             "that table away")
-PROBE = "pytest-reliable: start-up write probe"
-
-
-def _family(kind: str | None) -> str | None:
-    """Types the store's reads and writes treat alike."""
-    if kind is None:
-        return None
-    if kind in ("text", "character varying") or kind.startswith("character varying("):
-        return "text"
-    if kind in ("integer", "bigint", "smallint"):
-        return "integer"
-    if kind in ("double precision", "real") or kind.startswith("numeric"):
-        return "number"
-    return kind
-
-
-SCHEMA_LOCK = int(sha256_hex("pytest-reliable schema")[:15], 16)
-"""Advisory lock held while the schema is created, so hosts starting together take turns."""
 KEY_SEPARATOR = "\x1f"
 """Joins the keys of one batch lookup (cache keys are hex digests: it never occurs in one)."""
-COLUMNS = ("key, text, logprobs, prompt_tokens, completion_tokens, latency_s, extra, model, meta,"
-           " created")
-
-
-def _modules() -> tuple[Any, Any]:
-    try:
-        import psycopg
-        import psycopg_pool
-    except ImportError as error:
-        raise StoreUsageError(
-            f"--reliable-store with a postgresql:// URL needs psycopg 3 and psycopg-pool, which "
-            f"are not installed here ({error.name or error}): {EXTRA}"
-        ) from None
-    return psycopg, psycopg_pool
-
-
-_in_store = threading.local()
-"""``active`` while this thread runs a store query: what the driver logs then is the store's."""
-_routing_lock = threading.Lock()
-
-
-class _DriverLogs(logging.Filter):
-    """Takes the driver's records about the store's connections (the pool's threads, a store
-    query's thread) off their logger and says them at DEBUG on `driver_log`: a store lost mid-run
-    is reported once by the store (`Store.take_store_failure`), never as raw lines of the pool's
-    reconnection attempts, which would otherwise print after pytest's summary."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        ours = (record.threadName or "").startswith(POOL_NAME) or \
-            getattr(_in_store, "active", False)
-        if not ours:
-            try:
-                ours = f"'{POOL_NAME}'" in record.getMessage()
-            except Exception:  # noqa: BLE001 - a record that cannot be formatted is not ours
-                return True
-        if ours:
-            driver_log.debug("%s: %s", record.name, redact(record.getMessage()))
-        return not ours
-
-
-def route_driver_logs() -> None:
-    """Install `_DriverLogs` on psycopg's loggers (once per process)."""
-    with _routing_lock:
-        for name in ("psycopg", "psycopg.pool"):
-            logger = logging.getLogger(name)
-            if not any(isinstance(f, _DriverLogs) for f in logger.filters):
-                logger.addFilter(_DriverLogs())
-
-
-def register_store_secrets(url: str) -> None:
-    """The URL's password and ``PGPASSWORD`` never appear in anything the plugin prints."""
-    register_url_secrets(url)
-    register_environment_secrets("PGPASSWORD")
-
-
-def _one_line(error: BaseException) -> str:
-    return redact(" ".join(str(error).split()))
-
-
-def advisory_key(name: str) -> int:
-    """A signed 64-bit advisory lock key from ``name``."""
-    value = int(sha256_hex(name)[:16], 16)
-    return value - (1 << 64) if value >= (1 << 63) else value
 
 
 class PostgresStore(Store):
@@ -230,13 +115,13 @@ class PostgresStore(Store):
     schema_version = SCHEMA_VERSION
     read_batch = 1000
 
-    def __init__(self, url: str, record_mode: str = "new", *, pool_size: int = POOL_SIZE,
+    def __init__(self, url: str, record_mode: RecordMode = "new", *, pool_size: int = POOL_SIZE,
                  wait_s: float = POOL_WAIT_S, wait_timeout: float | None = None) -> None:
         """``wait_s``: how long a query waits for a connection before the store counts as lost
         for a while (mid-run; start-up failures are usage errors at once). ``wait_timeout``:
         the run's deadline for waiting on other processes' claims (`Store.waits`)."""
         register_store_secrets(url)
-        psycopg, psycopg_pool = _modules()
+        psycopg, psycopg_pool = driver_modules()
         route_driver_logs()
         info = psycopg.conninfo.conninfo_to_dict(url)
         self.host = str(info.get("host") or os.environ.get("PGHOST") or "localhost")
@@ -322,13 +207,13 @@ class PostgresStore(Store):
             raise StoreUsageError(
                 f"--reliable-store: user {self.user or '(default)'} may not create the store's "
                 f"tables in database {self.dbname} at {self.host}:{self.port} "
-                f"({_one_line(error)}): run once as the database owner, or GRANT CREATE ON "
+                f"({one_line(error)}): run once as the database owner, or GRANT CREATE ON "
                 "SCHEMA public to that user"
             ) from None
         except self._psycopg.Error as error:
             raise StoreUsageError(
                 f"--reliable-store: {self._where()} failed while preparing the store "
-                f"({_one_line(error)}): check the database, or drop --reliable-store to use the "
+                f"({one_line(error)}): check the database, or drop --reliable-store to use the "
                 "local sqlite files"
             ) from None
 
@@ -370,7 +255,7 @@ class PostgresStore(Store):
                 continue  # absent: created by the migration, or a reader's older store
             have = {str(name): str(kind) for name, kind in found}
             wrong = [f"{name} {kind}" for name, kind in columns.items()
-                     if _family(have.get(name)) != _family(kind)]
+                     if column_family(have.get(name)) != column_family(kind)]
             if wrong:
                 raise StoreUsageError(
                     f"--reliable-store: table {table} in database {self.dbname} at "
@@ -406,13 +291,13 @@ class PostgresStore(Store):
                     raise StoreUsageError(
                         f"--reliable-store: user {self.user or '(default)'} may not write table "
                         f"{table} in database {self.dbname} at {self.host}:{self.port} "
-                        f"({_one_line(error)}): GRANT SELECT, INSERT, UPDATE, DELETE ON {table} "
+                        f"({one_line(error)}): GRANT SELECT, INSERT, UPDATE, DELETE ON {table} "
                         "to that user, or use --reliable-record=none to only replay") from None
                 except self._psycopg.Error as error:
                     raise StoreUsageError(
                         f"--reliable-store: table {table} in database {self.dbname} at "
                         f"{self.host}:{self.port} does not take the store's rows "
-                        f"({_one_line(error)}): it is not the store's table. {TABLE_FIX}"
+                        f"({one_line(error)}): it is not the store's table. {TABLE_FIX}"
                     ) from None
         finally:
             conn.execute("ROLLBACK")
@@ -432,7 +317,7 @@ class PostgresStore(Store):
             )
 
     def _connect_error(self, error: BaseException) -> StoreUsageError:
-        text = _one_line(error)
+        text = one_line(error)
         where = self._where()
         user = self.user or "(default user)"
         if "password authentication failed" in text:
@@ -462,7 +347,7 @@ class PostgresStore(Store):
         transaction; ``binary``: results in binary, so answers come as they are stored, not
         hex-encoded at twice their size; ``lazy``: committed without waiting for the disk, see
         `PostgresLedger`); any failure is `StoreUnavailable`."""
-        _in_store.active = True  # what the driver logs meanwhile is the store's (see below)
+        in_store.active = True  # what the driver logs meanwhile is the store's (see below)
         try:
             # A query on a pooled connection the server dropped (a restart) is tried again on
             # another: each of the pool's stale connections would otherwise cost a failure, and
@@ -491,16 +376,16 @@ class PostgresStore(Store):
                 except self._psycopg_pool.PoolClosed as error:
                     if last or self._closing:  # else another thread replaced it: the new one
                         raise StoreUnavailable(f"{type(error).__name__}: "
-                                               f"{_one_line(error)}") from None
+                                               f"{one_line(error)}") from None
                 except self._psycopg_pool.PoolTimeout as error:
                     if last or not self._revive_pool():
                         raise StoreUnavailable(f"{type(error).__name__}: "
-                                               f"{_one_line(error)}") from None
+                                               f"{one_line(error)}") from None
                 except self._psycopg.Error as error:
-                    raise StoreUnavailable(f"{type(error).__name__}: {_one_line(error)}") from None
+                    raise StoreUnavailable(f"{type(error).__name__}: {one_line(error)}") from None
             raise AssertionError("unreachable")
         finally:
-            _in_store.active = False
+            in_store.active = False
 
     def _read(self, keys: Sequence[str]) -> list[AnswerRow]:
         if not self.has_schema:
@@ -547,14 +432,14 @@ class PostgresStore(Store):
         return int(self._query("SELECT COUNT(*) FROM reliable_answers")[0][0])
 
     def _close(self) -> None:
-        _in_store.active = True
+        in_store.active = True
         try:
             with self._pool_lock:
                 self._closing = True
                 pool = self._pool
             pool.close(timeout=5.0)
         finally:
-            _in_store.active = False
+            in_store.active = False
 
     def _failure_fix(self) -> str:
         return (f"check {self._where()} (the run goes on; its verdicts do not depend on the "
@@ -619,15 +504,16 @@ class PostgresStore(Store):
 
     # -- kept reports (the release history, `store.reports`) ----------------------------------
     def keep_report(self, run_id: str, part: str, created: str | None, model: str | None,
-                    git_commit: str | None, report_json: str) -> None:
-        """One session's JSON report; `StoreUnavailable` when the database cannot take it."""
+                    git_commit: str | None, report_json: str) -> bool:
+        """One session's JSON report, in ``reliable_reports`` (another part of one run id is
+        another row; the same part again replaces its row)."""
         self._query("INSERT INTO reliable_reports(run_id, part, created, model, git_commit, "
                     f"report, kept) VALUES (%s, %s, %s, %s, %s, %s, {NOW}) ON CONFLICT (run_id,"
                     " part) DO UPDATE SET report = EXCLUDED.report, kept = EXCLUDED.kept",
                     (run_id, part, created, model, git_commit, report_json))
+        return True
 
     def kept_reports(self) -> list[str]:
-        """Every kept report's JSON text, in the order they were kept."""
         if not self.has_schema or \
                 self._query("SELECT to_regclass('reliable_reports')")[0][0] is None:
             return []  # a replay-only reader creates nothing; a version 1 store kept none
@@ -643,254 +529,6 @@ def row_to_postgres(row: AnswerRow) -> tuple[Any, ...]:
 def row_from_postgres(values: Sequence[Any]) -> AnswerRow:
     """The answer of a stored row (its text stored as UTF-8 bytes); `BadRow` if it is none."""
     return answer_row(*values)
-
-
-class PostgresLedger(Ledger):
-    """One row of ``reliable_budget`` per run id, shared by every host.
-
-    Its counts commit without waiting for the server's disk (two of a paid call's three commits:
-    a disk flush each would triple what the store adds to a call). A database crash may forget
-    the counts of its last fraction of a second, so a run may pass its budget by the calls of
-    that moment; no answer is lost (they commit durably)."""
-
-    def __init__(self, store: PostgresStore, run_id: str) -> None:
-        self.store = store
-        self.run_id = run_id
-        self._created = False
-
-    def _ensure_row(self) -> None:
-        if not self._created:
-            self.store._query(f"INSERT INTO reliable_budget(run, created) VALUES(%s, {NOW})"
-                              " ON CONFLICT (run) DO NOTHING", (self.run_id,), lazy=True)
-            self._created = True
-
-    def reserve(self, max_calls: int | None, max_tokens: int | None,
-                max_usd: float | None = None, usd: float = 0.0) -> bool:
-        self._ensure_row()
-        granted = self.store._query(
-            "UPDATE reliable_budget SET calls = calls + 1, usd = usd + %(usd)s WHERE run = %(run)s"
-            " AND (%(calls)s::bigint IS NULL OR calls < %(calls)s)"
-            " AND (%(tokens)s::bigint IS NULL OR tokens < %(tokens)s)"
-            " AND (%(max_usd)s::double precision IS NULL OR usd + %(usd)s <= %(max_usd)s + 1e-12)"
-            " RETURNING calls",
-            {"run": self.run_id, "calls": max_calls, "tokens": max_tokens,
-             "max_usd": max_usd, "usd": float(usd)}, lazy=True,
-        )
-        if not granted:
-            self.store._query("UPDATE reliable_budget SET skipped = skipped + 1 WHERE run = %s",
-                              (self.run_id,), lazy=True)
-        return bool(granted)
-
-    def add_tokens(self, n: int, usd: float = 0.0) -> None:
-        self._ensure_row()
-        self.store._query("UPDATE reliable_budget SET tokens = tokens + %s, usd = usd + %s"
-                          " WHERE run = %s", (int(n), float(usd), self.run_id), lazy=True)
-
-    def spent_usd(self) -> float:
-        found = self.store._query("SELECT usd FROM reliable_budget WHERE run = %s",
-                                  (self.run_id,))
-        return float(found[0][0]) if found else 0.0
-
-    def totals(self) -> tuple[int, int, int]:
-        found = self.store._query("SELECT calls, tokens, skipped FROM reliable_budget "
-                                  "WHERE run = %s", (self.run_id,))
-        return (int(found[0][0]), int(found[0][1]), int(found[0][2])) if found else (0, 0, 0)
-
-    def close(self) -> None:
-        pass  # the store's pool is closed with the store
-
-
-class PostgresNStar(NStarEntries):
-    def __init__(self, store: PostgresStore) -> None:
-        super().__init__(store.claims, store.waits)
-        self.store = store
-
-    def where(self, key: NStarKey) -> str:
-        return f"{key.digest()} in {self.store.location}"
-
-    def _load(self, key: NStarKey) -> str | None:
-        if not self.store.has_schema:
-            return None
-        found = self.store._query("SELECT record FROM reliable_nstar WHERE digest = %s",
-                                  (key.digest(),))
-        return str(found[0][0]) if found else None
-
-    def _save(self, key: NStarKey, record: str) -> None:
-        self.store._query(
-            f"INSERT INTO reliable_nstar(digest, record, created) VALUES(%s, %s, {NOW})"
-            " ON CONFLICT (digest) DO UPDATE SET record = EXCLUDED.record,"
-            " created = EXCLUDED.created", (key.digest(), record))
-
-    def _cannot_write_fix(self) -> str:
-        return f"check {self.store._where()}"
-
-
-class AdvisoryClaims(Claims):
-    """Session-level advisory locks on one connection of this process's own: the server drops
-    them when the connection ends, so a claim dies with its holder.
-
-    The connection's ``application_name`` names this host and pid (for waiters' messages). When
-    it is lost (a network glitch, a server restart), the server dropped its locks with it: the
-    new connection takes back the claims still held here (one another process took meanwhile is
-    said once: that key may be paid for twice)."""
-
-    def __init__(self, store: PostgresStore) -> None:
-        super().__init__(f"postgresql://{store.host}:{store.port}/{store.dbname}")
-        self.store = store
-        self._lock = threading.Lock()
-        self._conn: Any = None
-        self._retry_at = 0.0
-        self._mine: set[str] = set()
-        """Names locked on the current connection (the lock held to read or change it)."""
-        self._orphans: set[str] = set()
-        """Names locked on a connection that was lost (taken back on the next one)."""
-        self._ever_connected = False
-        self._settle_until = 0.0
-
-    def _connection(self) -> Any:
-        if self._conn is not None and (self._conn.closed or self._conn.broken):
-            self._drop()  # closed under us (the server ended it): its locks went with it
-        if self._conn is None:
-            if time.monotonic() < self._retry_at:
-                raise StoreUnavailable(f"{self.store._where()} is not reachable")
-            try:
-                conn = self.store._psycopg.connect(
-                    self.store.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
-                    application_name=application_name())
-                # the look after a lock must take a snapshot of its own (see _acquire_checking)
-                conn.execute("SET default_transaction_isolation = 'read committed'")
-            except self.store._psycopg.Error as error:
-                self._retry_at = time.monotonic() + CLAIMS_RECONNECT_S
-                raise StoreUnavailable(_one_line(error)) from None
-            reconnected = self._ever_connected
-            self._conn = conn
-            self._ever_connected = True
-            self._take_back(conn)
-            if reconnected:
-                # The server is back: other processes' claims that died with it are taken back
-                # by their holders as they reconnect; new claims here wait a moment for that.
-                self._settle_until = time.monotonic() + SETTLE_S
-                self.store.database_back()
-        return self._conn
-
-    def _take_back(self, conn: Any) -> None:
-        """The claims this process still holds that were locked on a connection since lost, or
-        taken while the database was away, locked on the new connection."""
-        lost = []
-        orphans, self._orphans = self._orphans | self.take_unshared(), set()
-        for name in self.held_here(orphans):
-            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (advisory_key(name),)).fetchone()
-            if row[0]:
-                self._mine.add(name)
-            else:
-                lost.append(name)
-        if lost:
-            self._mine.difference_update(lost)
-            log.warning("pytest-reliable: the claims connection to %s was lost, and %d claims "
-                        "this process held were taken by another process meanwhile: those calls "
-                        "may be paid for twice", self.store._where(), len(lost))
-
-    def _run(self, statements: Sequence[tuple[str, tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
-        """The first row of each statement, sent together (one round trip); the lock held."""
-        conn = self._connection()
-        try:
-            if len(statements) == 1:
-                sql, params = statements[0]
-                return [tuple(conn.execute(sql, params).fetchone())]
-            with conn.pipeline():
-                cursors = [conn.execute(sql, params) for sql, params in statements]
-            return [tuple(cursor.fetchone()) for cursor in cursors]
-        except self.store._psycopg.Error as error:
-            if conn.closed or conn.broken:
-                self._drop()  # its locks died with it: a new connection takes them back
-            raise StoreUnavailable(_one_line(error)) from None
-
-    def _acquire(self, name: str) -> bool:
-        return self._lock_and_look(name, None)[0]
-
-    def _acquire_checking(self, name: str, key: str) -> tuple[bool, bool | None]:
-        """The lock, then whether ``key`` is a stored answer's key, in one round trip: two
-        statements, so the look's snapshot is taken after the lock was granted (one statement
-        would take it before: an answer stored and its claim let go in between would be
-        missed, and paid for again)."""
-        return self._lock_and_look(name, key if self.store.has_schema else None)
-
-    def _lock_and_look(self, name: str, key: str | None) -> tuple[bool, bool | None]:
-        with self._lock:
-            statements: list[tuple[str, tuple[Any, ...]]] = []
-            self._connection()
-            # Locked on this connection already (a new connection took back what this process
-            # holds, this name included): a lock taken twice by a session needs two unlocks.
-            retaken = name in self._mine
-            settling = not retaken and time.monotonic() < self._settle_until
-            if not (retaken or settling):
-                statements.append(("SELECT pg_try_advisory_lock(%s)", (advisory_key(name),)))
-            if key is not None:
-                statements.append((
-                    "SELECT EXISTS (SELECT 1 FROM reliable_answers WHERE key = %s)", (key,)))
-            rows = self._run(statements) if statements else []
-            held = retaken or (not settling and bool(rows[0][0]))
-            stored = bool(rows[-1][0]) if key is not None else None
-            if held:
-                self._mine.add(name)
-            return held, stored
-
-    def _release(self, name: str) -> None:
-        with self._lock:
-            if name not in self._mine:
-                return  # not locked on this connection: it died with an earlier one
-            self._mine.discard(name)
-            if self._conn is None or self._conn.closed:
-                return  # the server dropped this connection's claims with it
-            self._run([("SELECT pg_advisory_unlock(%s)", (advisory_key(name),))])
-
-    def _holders(self, names: Sequence[str]) -> dict[str, Holder]:
-        """From ``pg_locks`` (every session sees it) and ``pg_stat_activity`` (its host, pid
-        and idle time: visible for sessions of the same user, or with pg_read_all_stats)."""
-        wanted = {}
-        for name in names:
-            unsigned = advisory_key(name) & 0xFFFFFFFFFFFFFFFF
-            wanted[(unsigned >> 32, unsigned & 0xFFFFFFFF)] = name
-        found = self.store._query(
-            "SELECT l.classid::bigint, l.objid::bigint, l.pid, a.application_name,"
-            " host(a.client_addr), EXTRACT(EPOCH FROM a.backend_start),"
-            " CASE WHEN a.state = 'idle' THEN EXTRACT(EPOCH FROM clock_timestamp()"
-            " - a.state_change) END"
-            " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
-            " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
-            " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())")
-        holders = {}
-        for classid, objid, pid, app, client, started, idle in found:
-            held = wanted.get((int(classid), int(objid)))
-            if held is None:
-                continue
-            ident = f"pg:{pid}:{started}"
-            named = APPLICATION.fullmatch(str(app or ""))
-            label = (f"host {named.group(1)} pid {named.group(2)}" if named else
-                     f"PostgreSQL backend {pid}" + (f" (from {client})" if client else ""))
-            holders[held] = Holder(ident, label, float(idle) if idle is not None else None)
-        return holders
-
-    def _drop(self) -> None:
-        self._orphans |= self._mine  # the server dropped them with the connection
-        self._mine.clear()
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(Exception):  # a dead connection may fail to close
-                conn.close()
-
-    def close(self) -> None:
-        with self._lock:
-            self._drop()
-            self._orphans.clear()
-
-
-APPLICATION = re.compile(r"pytest-reliable (\S+) pid (\d+)")
-
-
-def application_name() -> str:
-    """``pytest-reliable HOST pid PID`` (PostgreSQL keeps 63 bytes of it)."""
-    return f"pytest-reliable {this_host()[:32]} pid {os.getpid()}"
 
 
 __all__ = ["EXTRA", "SCHEMA_VERSION", "PostgresStore", "advisory_key", "register_store_secrets"]

@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 USER = "reliable"
 PASSWORD = "pg-secret-Xq7"
@@ -113,7 +113,7 @@ class TemporaryPostgres:
             return False
         return self._run("pg_ctl", "-D", str(self.data), "status", check=False).returncode == 0
 
-    def stop_server(self, mode: str = "fast") -> None:
+    def stop_server(self, mode: Literal["smart", "fast", "immediate"] = "fast") -> None:
         """Stop the server, keep its files (``start`` brings it back on the same port)."""
         if self.root is None or not (self.data / "postmaster.pid").exists():
             return
