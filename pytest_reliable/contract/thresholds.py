@@ -31,18 +31,14 @@ from typing import Literal, get_args
 
 from pytest_reliable.contract.vocabulary import RELIABLE_THRESHOLDS, Direction, ReliableThreshold
 
-Statistic = Literal[
-    "canonical_interval", "mean", "pass_at_k", "pass_hat_k", "maj_at_k", "circular", "formats",
-    "std",
-]
-"""What a threshold reads from the summary: ``canonical_interval`` (the canonical pass's
-interval), ``formats`` (the format range), ``std`` (the spread over resamplings), or a mean with
-its bound (`MEANS`)."""
 MeanStatistic = Literal["mean", "pass_at_k", "pass_hat_k", "maj_at_k", "circular"]
 """The summary's means with a `stats.MeanBound`, by the name a row reads them by
 (`verdict.summary.Summary.means`): the mean over resamplings (a pairwise judge's win rate too),
 the canonical pass's per-instance pass@k and pass^k, and the side evaluations' maj@k and
 circular score."""
+Statistic = Literal[MeanStatistic, "canonical_interval", "formats", "std"]
+"""What a threshold reads from the summary: a mean with its bound (`MeanStatistic`), the
+canonical pass's interval, the format range, or the spread over resamplings."""
 MEANS: tuple[MeanStatistic, ...] = get_args(MeanStatistic)
 
 EvidenceKind = Literal["interval", "mean", "groups", "median", "pairs", "std"]
