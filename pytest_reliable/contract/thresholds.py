@@ -7,7 +7,7 @@ branches on a threshold's name:
   names and directions);
 - ``reads``: the statistic of the test's summary it is decided on (`Statistic`); a statistic a
   side evaluation gives (maj@k, circular) is absent when that evaluation did not run, and the
-  threshold is then not decided, as before the table;
+  threshold is then not decided;
 - ``evidence``: how its claims are bounded (`EvidenceKind`, built by `verdict.gate`: one
   builder per kind, not per threshold);
 - ``stopping``: whether early stopping can settle it (`evaluate.stopping`): by the confidence

@@ -463,8 +463,8 @@ EVIDENCE: dict[EvidenceKind, Callable[[Summary, ThresholdRow], Evidence | Fixed 
     "std": _std,
 }
 """How each kind of evidence of the threshold table (`contract.thresholds`) is read from a
-summary; None: the statistic is absent (a side evaluation that did not run, a std of one
-resampling) and the threshold is not decided."""
+summary; None: the statistic is absent (a side evaluation that did not run, a std without
+resamplings) and the threshold is not decided."""
 
 
 def reliable_thresholds(
