@@ -28,7 +28,7 @@ from pytest_reliable.evaluate.evaluation import Calls, ScoreMatrix
 from pytest_reliable.verdict import gate
 from pytest_reliable.verdict.gate import reliable_thresholds
 from pytest_reliable.verdict.results import ReliableReport
-from pytest_reliable.verdict.sides import MajorityAtK, SideResults, maj_at_k
+from pytest_reliable.verdict.sides import MajorityAtK, SideResults, from_matrix, maj_at_k
 from pytest_reliable.verdict.summary import SideMeans, Summary, summarize
 from tests.test_gate import simulated
 
@@ -85,6 +85,7 @@ def test_a_side_evaluation_that_did_not_run_decides_nothing() -> None:
     assert [c.name for c in checks] == ["min_maj_at_k", "min_circular"]
     assert checks[1].observed == 1.0 and checks[1].passed
     assert checks[0].observed == with_sides.maj_at_k == majority.score
+    assert [type(side) for side in from_matrix(matrix)] == [MajorityAtK]
 
 
 def test_side_results_summary_and_report_are_frozen() -> None:
@@ -94,7 +95,7 @@ def test_side_results_summary_and_report_are_frozen() -> None:
     majority = maj_at_k(matrix)
     with pytest.raises(dataclasses.FrozenInstanceError):
         majority.bound = majority.bound  # type: ignore[misc]
-    sides = SideResults(maj_at_k=majority)
+    sides = SideResults()
     with pytest.raises(dataclasses.FrozenInstanceError):
         sides.judge = None  # type: ignore[misc]
     assert isinstance(majority, MajorityAtK)

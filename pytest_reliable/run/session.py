@@ -86,7 +86,7 @@ from pytest_reliable.verdict.gate import (
 )
 from pytest_reliable.verdict.ranges import RangeSummary
 from pytest_reliable.verdict.results import ReliableReport
-from pytest_reliable.verdict.sides import SideResults, judge_noise, maj_at_k, pairwise
+from pytest_reliable.verdict.sides import SideResults, from_matrix, judge_noise, pairwise
 from pytest_reliable.verdict.summary import Summary, check_scores, summarize
 
 if TYPE_CHECKING:
@@ -451,7 +451,7 @@ class ReliableSession:
         ran = strategy.run(evaluator)
         check_scores(ran.matrix, task, test.dataset)
         # The side evaluations a threshold reads, run before the summary that takes them.
-        majority = maj_at_k(ran.matrix)
+        of_matrix = from_matrix(ran.matrix)
         circular = None
         paid_apart: list[Spend] = []  # calls made outside the evaluator: paid all the same
         if spec.circular:
@@ -464,7 +464,7 @@ class ReliableSession:
             min_cells=spec.min_cells, confidence=spec.confidence,
             group_by=spec.grouping(), order_group_by=spec.order_group_by, n_star=ran.n_star,
             n_star_curve=ran.n_star_curve, mean_rows=ran.uniform_rows,
-            sides=[majority] if circular is None else [majority, circular],
+            sides=of_matrix if circular is None else [*of_matrix, circular],
         )
         # A pairwise judge's matrix is the comparison itself (win values), not the candidate's.
         comparison = None if pairing is None or against is not None else (
@@ -473,8 +473,8 @@ class ReliableSession:
                 summary.formats,
             ))
         thresholds = _gate(test, summary, comparison)
-        sides = SideResults(
-            maj_at_k=majority, circular=circular,
+        shown = SideResults(
+            circular=circular,
             # An unreadable judge is the judge's failure, not the model's: the test errors.
             judge=None if judge is None or judge_model is None
             else judge_noise(judge, judge_model.identity, ran.matrix),
@@ -483,7 +483,7 @@ class ReliableSession:
         )
         return _reliable_report(test, ran, summary, thresholds, comparison,
                                 evaluator.prompt_tokens(),
-                                Spend.total([evaluator.spend(), *paid_apart]), sides,
+                                Spend.total([evaluator.spend(), *paid_apart]), shown,
                                 self.baseline_notes(test, pairing))
 
     def pairwise_baseline(self, test: ReliableTest, judge: Judge | None,

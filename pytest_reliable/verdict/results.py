@@ -122,8 +122,8 @@ class ReliableReport:
     baseline: BaselineComparison | None = None
     """Candidate - baseline (SPEC section 9) when the test compares against a baseline."""
     sides: SideResults = field(default_factory=SideResults)
-    """The side evaluations that ran: maj@k, circular, the judge's noise, a pairwise judge's
-    comparison (SPEC section 12)."""
+    """The side evaluations shown beside the summary: circular, the judge's noise, a pairwise
+    judge's comparison (SPEC section 12); maj@k is the summary's."""
     run_scoped: str | None = None
     """Why the model's answers were reused within this run only (its identity could not be
     established); None: they are stored as any model's."""

@@ -4,13 +4,17 @@ A test's side evaluations run beside its score matrix: maj@k (`majority_at_k`, f
 pass's k samples), the circular evaluation (`evaluate.circular.CircularResult`: its own calls),
 the judge's noise (`JudgeNoise`) and a pairwise judge's comparison (`Pairwise`). Each is a
 frozen result: those a threshold is decided on give the summary their means by name
-(`summary.SideMeans`: ``min_maj_at_k``, ``min_circular``), and the report takes all of them
-together (`SideResults`) when it is made; nothing is patched in afterwards.
+(`summary.SideMeans`: ``min_maj_at_k``, ``min_circular``), and the report takes the others
+(`SideResults`) when it is made; nothing is patched in afterwards.
+
+`FROM_MATRIX` lists the side evaluations computed from the score matrix alone (no call): every
+reliable test runs them, so a threshold on a new statistic of the matrix is one function there
+and one row of the threshold table (`contract.thresholds`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +25,7 @@ from pytest_reliable.contract.thresholds import MeanStatistic
 from pytest_reliable.evaluate.circular import CircularResult
 from pytest_reliable.evaluate.evaluation import Calls, ScoreMatrix
 from pytest_reliable.verdict.judged import judge_entry, pairwise_entry, unread_judge
+from pytest_reliable.verdict.summary import SideMeans
 
 if TYPE_CHECKING:
     from pytest_reliable.schema.entries import JudgeEntry, PairwiseEntry
@@ -81,6 +86,15 @@ def _vote_key(prediction: Any) -> Any:
     return prediction
 
 
+FROM_MATRIX: tuple[Callable[[ScoreMatrix], SideMeans], ...] = (maj_at_k,)
+"""The side evaluations of the score matrix alone, run for every reliable test."""
+
+
+def from_matrix(matrix: ScoreMatrix) -> list[SideMeans]:
+    """`FROM_MATRIX`'s results on ``matrix``, for the summary to take."""
+    return [side(matrix) for side in FROM_MATRIX]
+
+
 @dataclass(frozen=True)
 class JudgeNoise:
     """What a judged test reports about its judge (`judged.judge_entry`) and, when more of its
@@ -117,9 +131,9 @@ def pairwise(judge: Judge, matrix: ScoreMatrix, summary: Summary, baseline_model
 
 @dataclass(frozen=True)
 class SideResults:
-    """Every side evaluation one test ran (None: not run), as its report takes them."""
+    """The side evaluations one test ran that its report shows beside the summary (None: not
+    run); those of the matrix alone (`FROM_MATRIX`: maj@k) are the summary's."""
 
-    maj_at_k: MajorityAtK | None = None
     circular: CircularResult | None = None
     judge: JudgeNoise | None = None
     pairwise: Pairwise | None = None
@@ -133,5 +147,5 @@ class SideResults:
         return [*unread, *own, *circular]
 
 
-__all__ = ["JudgeNoise", "MajorityAtK", "Pairwise", "SideResults", "judge_noise", "maj_at_k",
-           "majority_at_k", "pairwise"]
+__all__ = ["FROM_MATRIX", "JudgeNoise", "MajorityAtK", "Pairwise", "SideResults", "from_matrix",
+           "judge_noise", "maj_at_k", "majority_at_k", "pairwise"]
