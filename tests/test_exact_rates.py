@@ -30,7 +30,7 @@ def test_the_circular_score_of_graded_cells_gets_the_exact_bound() -> None:
 
 
 def test_maj_at_k_is_bounded_exactly_on_0_1_values_and_by_gaffke_on_partial_credit() -> None:
-    from pytest_reliable.verdict.summary import majority_at_k
+    from pytest_reliable.verdict.sides import majority_at_k
 
     class Matrix:  # the two attributes majority_at_k reads
         def __init__(self, k: int, n: int, cells: list[object]) -> None:

@@ -12,7 +12,7 @@ binomial bound (`stats.binomial_bound`: Wilson's one-sided error exceeds its lev
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ import numpy as np
 
 from pytest_reliable import stats
 from pytest_reliable.calls.runner import Runner
+from pytest_reliable.contract.thresholds import MeanStatistic
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluate.evaluation import (
     Calls,
@@ -49,6 +50,8 @@ class CircularUsageError(ReliableConfigError):
 
 @dataclass(frozen=True)
 class CircularResult:
+    """The circular evaluation's frozen result: the summary and the report take it once."""
+
     values: np.ndarray
     """Per instance: 1 when right under every shift, else 0."""
     bound: stats.MeanBound
@@ -58,6 +61,10 @@ class CircularResult:
     @property
     def score(self) -> float:
         return float(self.values.mean()) if self.values.size else float("nan")
+
+    def means(self) -> Mapping[MeanStatistic, tuple[float, stats.MeanBound]]:
+        """What the summary takes (``min_circular`` reads it: `contract.thresholds`)."""
+        return {"circular": (self.score, self.bound)}
 
 
 def circular_cells(dataset: Sequence[dict[str, Any]], task: Task, space: Space,

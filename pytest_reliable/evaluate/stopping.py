@@ -56,13 +56,14 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_reliable import stats
+from pytest_reliable.contract.thresholds import settled_by
 from pytest_reliable.contract.vocabulary import is_policy
 from pytest_reliable.evaluate.evaluation import ScoreMatrix, StagedEvaluation, append_resamplings
 
-RESAMPLING_MEAN = frozenset({"min_score", "min_win_rate"})
-"""Thresholds on the mean over resamplings: covered by the confidence sequence."""
-CANONICAL_ONLY = frozenset({"min_lower_ci", "min_pass_at_k", "min_pass_hat_k", "min_maj_at_k",
-                            "min_circular"})
+RESAMPLING_MEAN = settled_by("sequence")
+"""Thresholds on the mean over resamplings: covered by the confidence sequence (the threshold
+table's ``stopping`` column, `contract.thresholds`)."""
+CANONICAL_ONLY = settled_by("canonical")
 """Thresholds of the canonical pass only: more resamplings never change them."""
 
 

@@ -12,7 +12,7 @@ import functools
 import logging
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_reliable.calls.budget import Budget
@@ -41,7 +41,7 @@ from pytest_reliable.contract.settings import Settings
 from pytest_reliable.contract.vocabulary import Policy
 from pytest_reliable.errors import ReliableConfigError
 from pytest_reliable.evaluate.adaptive import row_keys
-from pytest_reliable.evaluate.circular import check_circular, circular_entry, run_circular
+from pytest_reliable.evaluate.circular import check_circular, run_circular
 from pytest_reliable.evaluate.evaluation import (
     Calls,
     EvaluationSettings,
@@ -86,15 +86,10 @@ from pytest_reliable.verdict.gate import (
     ThresholdCheck,
     reliable_thresholds,
 )
-from pytest_reliable.verdict.judged import judge_entry, pairwise_entry, unread_judge
+from pytest_reliable.verdict.ranges import RangeSummary
 from pytest_reliable.verdict.results import ReliableReport
-from pytest_reliable.verdict.summary import (
-    RangeSummary,
-    Summary,
-    check_scores,
-    summarize,
-    with_majority_at_k,
-)
+from pytest_reliable.verdict.sides import SideResults, from_matrix, judge_noise, pairwise
+from pytest_reliable.verdict.summary import Summary, check_scores, summarize
 
 if TYPE_CHECKING:
     from pytest_reliable.calls.batch import BatchTransport
@@ -457,21 +452,22 @@ class ReliableSession:
             strategy = self.strategy_for(test, compared=True)
         ran = strategy.run(evaluator)
         check_scores(ran.matrix, task, test.dataset)
-        summary = summarize(
-            ran.matrix, test.space, mode=spec.mode, eps=spec.eps, delta=spec.delta,
-            min_cells=spec.min_cells, confidence=spec.confidence,
-            group_by=spec.grouping(), order_group_by=spec.order_group_by, n_star=ran.n_star,
-            n_star_curve=ran.n_star_curve, mean_rows=ran.uniform_rows,
-        )
-        summary = with_majority_at_k(summary, ran.matrix)
+        # The side evaluations a threshold reads, run before the summary that takes them.
+        of_matrix = from_matrix(ran.matrix)
         circular = None
         paid_apart: list[Spend] = []  # calls made outside the evaluator: paid all the same
         if spec.circular:
             shifts = self.runner(test.model, nodeid)
             circular = run_circular(test.dataset, task, test.space, spec.max_tokens, nodeid,
                                     shifts)
-            summary = replace(summary, circular=circular.score, circular_bound=circular.bound)
             paid_apart.append(shifts.stats.spend)
+        summary = summarize(
+            ran.matrix, test.space, mode=spec.mode, eps=spec.eps, delta=spec.delta,
+            min_cells=spec.min_cells, confidence=spec.confidence,
+            group_by=spec.grouping(), order_group_by=spec.order_group_by, n_star=ran.n_star,
+            n_star_curve=ran.n_star_curve, mean_rows=ran.uniform_rows,
+            sides=of_matrix if circular is None else [*of_matrix, circular],
+        )
         # A pairwise judge's matrix is the comparison itself (win values), not the candidate's.
         comparison = None if pairing is None or against is not None else (
             self.compare_with_baseline(
@@ -479,25 +475,18 @@ class ReliableSession:
                 summary.formats,
             ))
         thresholds = _gate(test, summary, comparison)
-        report = _reliable_report(test, ran, summary, thresholds, comparison,
-                                  evaluator.prompt_tokens(),
-                                  Spend.total([evaluator.spend(), *paid_apart]))
-        if judge is not None and judge_model is not None:
-            calls = ran.matrix.judge_calls or Calls()
-            report.judge = judge_entry(judge, judge_model.identity, ran.matrix.cells,
-                                       calls.made, calls.cached)
-            unread = unread_judge(judge, judge_model.identity, ran.matrix.cells)
-            if unread is not None:  # the judge's failure, not the model's: the test errors
-                report.problems.insert(0, unread)
-        if circular is not None:
-            report.circular = circular_entry(circular, spec.confidence)
-            report.problems += [f"circular: {p}" for p in circular.calls.problems]
-        if against is not None and judge is not None and summary.mean_bound is not None:
-            low, high = summary.mean_bound.interval(spec.confidence)
-            report.pairwise = pairwise_entry(judge, ran.matrix.resampling_cells(), summary.mean,
-                                             low, high, against.identity)
-        report.run_notes += self.baseline_notes(test, pairing)
-        return report
+        shown = SideResults(
+            circular=circular,
+            # An unreadable judge is the judge's failure, not the model's: the test errors.
+            judge=None if judge is None or judge_model is None
+            else judge_noise(judge, judge_model.identity, ran.matrix),
+            pairwise=None if against is None or judge is None
+            else pairwise(judge, ran.matrix, summary, against.identity),
+        )
+        return _reliable_report(test, ran, summary, thresholds, comparison,
+                                evaluator.prompt_tokens(),
+                                Spend.total([evaluator.spend(), *paid_apart]), shown,
+                                self.baseline_notes(test, pairing))
 
     def pairwise_baseline(self, test: ReliableTest, judge: Judge | None,
                           pairing: BaselineChoice | None) -> AsyncModel | None:
@@ -745,6 +734,7 @@ def _gate(
 def _reliable_report(
     test: ReliableTest, ran: GateRun, summary: Summary, thresholds: list[ThresholdCheck],
     comparison: _Compared | None, prompt_tokens: dict[str, int], spend: Spend,
+    sides: SideResults, run_notes: list[str],
 ) -> ReliableReport:
     spec, matrix = test.spec, ran.matrix
     n_star_source = ran.n_star_source if summary.n_star is not None else None
@@ -768,8 +758,9 @@ def _reliable_report(
         temperature=float(temperature),
         calls_made=ran.calls_made,
         calls_cached=ran.calls_cached,
-        problems=list(matrix.problems)
-        + [f"baseline: {p}" for p in (comparison.problems if comparison else [])],
+        problems=sides.problems(
+            list(matrix.problems)
+            + [f"baseline: {p}" for p in (comparison.problems if comparison else [])]),
         dataset_hash=test.dataset.hash,
         baseline=comparison.result if comparison else None,
         prompt_tokens=prompt_tokens,
@@ -783,6 +774,8 @@ def _reliable_report(
         run_scoped=run_scoped(test.model),
         sampling_arguments=getattr(test.model, "sampling_arguments", None),
         dataset=test.dataset,
+        sides=sides,
+        run_notes=run_notes,
     )
 
 

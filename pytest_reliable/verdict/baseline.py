@@ -28,7 +28,7 @@ from pytest_reliable.evaluate.evaluation import CellResult, ScoreMatrix
 
 if TYPE_CHECKING:
     from pytest_reliable.verdict.gate import ThresholdCheck
-    from pytest_reliable.verdict.summary import RangeSummary
+    from pytest_reliable.verdict.ranges import RangeSummary
 
 SHOWN_GROUPS = 3
 """Groups named in a failure message: the largest regressions."""

@@ -2,7 +2,7 @@
 
 `range_peek` gives `evaluate.adaptive.run_adaptive` its `Peek`: the cells received so far are
 summarized exactly as the gate's summary summarizes them (the same grouping,
-paired estimator, order offsets and evidence rules: `summary.format_side`), and each group's (``min_worst``) or pair's
+paired estimator, order offsets and evidence rules: `ranges.format_side`), and each group's (``min_worst``) or pair's
 (``max_spread``) one-sided bounds are read at the peek's confidence for a threshold of that
 many claims. A group without evidence
 (e.g. drawn by a single sampled resampling) has infinite bounds, so it stays open.
@@ -17,7 +17,7 @@ import numpy as np
 from pytest_reliable.evaluate.adaptive import Claim, Peek
 from pytest_reliable.evaluate.evaluation import ScoreMatrix
 from pytest_reliable.space import Space
-from pytest_reliable.verdict.summary import RangeSummary, _group_key, format_side
+from pytest_reliable.verdict.ranges import RangeSummary, _group_key, format_side
 
 
 def range_claims(ranges: RangeSummary, confidence: Callable[[int], float]

@@ -29,6 +29,10 @@ Means (``min_score``, ``min_pass_at_k``, ``min_pass_hat_k``) are decided on `sta
 that hold at any N (`stats.bounded_mean`: Clopper-Pearson on 0/1 values, Gaffke's bound
 otherwise); every p-value inverts its bound, so a claim rejected under fail-on-evidence is one
 whose favourable-side bound at its Holm level breaches the limit.
+
+Which evidence decides a ``@reliable`` threshold, and which statistic of the summary it reads, is
+its row of the threshold table (`contract.thresholds`); `EVIDENCE` builds each kind of evidence
+once, whatever the threshold.
 """
 
 from __future__ import annotations
@@ -42,6 +46,12 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_reliable import stats
+from pytest_reliable.contract.thresholds import (
+    MEANS,
+    THRESHOLD_TABLE,
+    EvidenceKind,
+    ThresholdRow,
+)
 
 # The vocabulary is `contract.vocabulary`'s (light enough for the plugin's start-up); the
 # gate's own names for it stay importable from here.
@@ -52,7 +62,7 @@ from pytest_reliable.contract.vocabulary import ESTIMATE as ESTIMATE
 from pytest_reliable.contract.vocabulary import FAIL_ON_EVIDENCE as FAIL_ON_EVIDENCE
 from pytest_reliable.contract.vocabulary import MAX_REGRESSION as MAX_REGRESSION
 from pytest_reliable.contract.vocabulary import PASS_ON_EVIDENCE as PASS_ON_EVIDENCE
-from pytest_reliable.contract.vocabulary import POLICIES, RELIABLE_THRESHOLDS
+from pytest_reliable.contract.vocabulary import POLICIES
 from pytest_reliable.contract.vocabulary import Direction as Direction
 
 if TYPE_CHECKING:
@@ -401,49 +411,80 @@ def _fail_on_evidence(
 
 
 # -- a reliable test's thresholds ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Fixed:
+    """A threshold whose value is already a bound (``min_lower_ci``: the canonical interval's
+    lower end): compared as it is under every policy."""
+
+    value: float | None
+    method: str
+
+
+def _interval(summary: Summary, row: ThresholdRow) -> Fixed:
+    return Fixed(_finite(summary.wilson_low),
+                 f"canonical interval ({summary.interval_method}) at {summary.confidence:.0%}")
+
+
+def _mean(summary: Summary, row: ThresholdRow) -> Evidence | None:
+    if row.reads not in MEANS:
+        raise ValueError(f"{row.name} reads {row.reads!r}, which is not a mean of the summary")
+    found = summary.means().get(row.reads)
+    if found is None:  # a side evaluation that did not run: nothing to decide
+        return None
+    return _proportion(*found)
+
+
+def _groups(summary: Summary, row: ThresholdRow) -> Evidence:
+    ranges = summary.formats
+    return group_evidence(ranges.minimum, ranges.effects(), ranges.grouping,
+                          len(ranges.unobserved))
+
+
+def _median(summary: Summary, row: ThresholdRow) -> Evidence:
+    ranges = summary.formats
+    return median_evidence(ranges.median, ranges.effects(), len(ranges.unobserved))
+
+
+def _pairs(summary: Summary, row: ThresholdRow) -> Evidence:
+    ranges = summary.formats
+    return spread_evidence(ranges.spread, ranges.pairs(), ranges.unobserved_pairs())
+
+
+def _std(summary: Summary, row: ThresholdRow) -> Evidence | None:
+    return None if summary.std_bound is None else std_evidence(summary.std_bound)
+
+
+EVIDENCE: dict[EvidenceKind, Callable[[Summary, ThresholdRow], Evidence | Fixed | None]] = {
+    "interval": _interval,
+    "mean": _mean,
+    "groups": _groups,
+    "median": _median,
+    "pairs": _pairs,
+    "std": _std,
+}
+"""How each kind of evidence of the threshold table (`contract.thresholds`) is read from a
+summary; None: the statistic is absent (a side evaluation that did not run, a std without
+resamplings) and the threshold is not decided."""
+
+
 def reliable_thresholds(
     spec: ReliableSpec, summary: Summary, decide: str,
     baseline: stats.ClusteredDifference | None = None,
 ) -> list[ThresholdCheck]:
-    """The checks of ``@reliable``'s thresholds on ``summary`` under policy ``decide``;
-    ``max_regression`` on ``baseline``, the paired difference candidate - baseline (SPEC 9)."""
+    """The checks of ``@reliable``'s thresholds on ``summary`` under policy ``decide``, each
+    decided as its row of the threshold table says; ``max_regression`` on ``baseline``, the
+    paired difference candidate - baseline (SPEC 9)."""
     claims: dict[str, tuple[float, Evidence]] = {}
     fixed: dict[str, tuple[float, float | None, str]] = {}
-    ranges = summary.formats
-    for name in RELIABLE_THRESHOLDS:
-        limit = getattr(spec, name)
+    for row in THRESHOLD_TABLE.values():
+        limit = getattr(spec, row.name)
         if limit is None:
             continue
-        limit = float(limit)
-        if name == "min_lower_ci":
-            fixed[name] = (limit, _finite(summary.wilson_low),
-                           (f"canonical interval ({summary.interval_method}) at "
-                           f"{summary.confidence:.0%}"))
-        elif name == "min_score":
-            claims[name] = (limit, _proportion(summary.mean, summary.mean_bound))
-        elif name == "min_pass_at_k":
-            claims[name] = (limit, _proportion(summary.pass_at_k, summary.pass_at_k_bound))
-        elif name == "min_pass_hat_k":
-            claims[name] = (limit, _proportion(summary.pass_hat_k, summary.pass_hat_k_bound))
-        elif name == "min_win_rate":  # a pairwise judge's matrix holds the win values
-            claims[name] = (limit, _proportion(summary.mean, summary.mean_bound))
-        elif name == "min_circular" and summary.circular is not None:
-            claims[name] = (limit, _proportion(summary.circular, summary.circular_bound))
-        elif name == "min_maj_at_k" and summary.maj_at_k is not None:
-            claims[name] = (limit, _proportion(summary.maj_at_k, summary.maj_at_k_bound))
-        elif name == "min_worst":
-            claims[name] = (limit, group_evidence(ranges.minimum, ranges.effects(),
-                                                  ranges.grouping, len(ranges.unobserved)))
-        elif name == "min_median":
-            claims[name] = (limit, median_evidence(ranges.median, ranges.effects(),
-                                                   len(ranges.unobserved)))
-        elif name == "max_spread":
-            claims[name] = (limit, spread_evidence(ranges.spread, ranges.pairs(),
-                                                   ranges.unobserved_pairs()))
-        elif name == "max_std":
-            if summary.std_bound is None:
-                continue
-            claims[name] = (limit, std_evidence(summary.std_bound))
+        found = EVIDENCE[row.evidence](summary, row)
+        if isinstance(found, Fixed):
+            fixed[row.name] = (float(limit), found.value, found.method)
+        elif found is not None:
+            claims[row.name] = (float(limit), found)
     if spec.max_regression is not None and baseline is not None:
         claims[MAX_REGRESSION] = (float(spec.max_regression), regression_evidence(baseline))
     return decide_thresholds(claims, decide, summary.confidence, fixed)

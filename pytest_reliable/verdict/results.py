@@ -10,9 +10,11 @@ before, never by a writer.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, cast
 
 from pytest_reliable.calls.pricing import Spend
+from pytest_reliable.evaluate.circular import circular_entry
 from pytest_reliable.evaluate.evaluation import ScoreMatrix
 from pytest_reliable.evaluate.thompson import exploration_note
 from pytest_reliable.plan.data import Records, record_location
@@ -35,6 +37,7 @@ from pytest_reliable.schema.text import LINE_LIMIT, cut_text
 from pytest_reliable.space import Space
 from pytest_reliable.verdict.baseline import BaselineComparison, per_instance
 from pytest_reliable.verdict.gate import ThresholdCheck
+from pytest_reliable.verdict.sides import SideResults
 from pytest_reliable.verdict.summary import Summary
 
 PROMPT_SHOWN_CHARS = 1500
@@ -78,9 +81,10 @@ def run_scoped_note(model: str, why: str) -> str:
             "(model_cache: run); give it text_model(fn, id=..., version=...) to cache them")
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReliableReport:
-    """The result of one ``reliable.evaluate``: summary numbers, thresholds and the raw matrix."""
+    """The result of one ``reliable.evaluate``: summary numbers, thresholds and the raw matrix,
+    with the side evaluations' frozen results (``sides``); made once, never patched."""
 
     nodeid: str
     model: str
@@ -117,12 +121,9 @@ class ReliableReport:
     dataset_hash: str | None = None
     baseline: BaselineComparison | None = None
     """Candidate - baseline (SPEC section 9) when the test compares against a baseline."""
-    judge: JudgeEntry | None = None
-    """The judge's votes and noise (SPEC section 12) when a judge graded the answers."""
-    pairwise: PairwiseEntry | None = None
-    """A pairwise judge's comparison with the baseline (SPEC section 12)."""
-    circular: CircularEntry | None = None
-    """With ``circular=True``: the share of instances right under every cyclic shift."""
+    sides: SideResults = field(default_factory=SideResults)
+    """The side evaluations shown beside the summary: circular, the judge's noise, a pairwise
+    judge's comparison (SPEC section 12); maj@k is the summary's."""
     run_scoped: str | None = None
     """Why the model's answers were reused within this run only (its identity could not be
     established); None: they are stored as any model's."""
@@ -132,10 +133,27 @@ class ReliableReport:
     """The evaluated records: messages name an instance by its record (`record_location`)."""
     run_notes: list[str] = field(default_factory=list)
     """Notes the run adds (e.g. a comparison left out under ``--reliable-save-baseline``)."""
-    fields: SummaryFields = field(init=False)
 
-    def __post_init__(self) -> None:
-        self.fields = self.summary.fields()
+    @cached_property
+    def fields(self) -> SummaryFields:
+        """The summary's report fields (SPEC section 8), computed once."""
+        return self.summary.fields()
+
+    @property
+    def judge(self) -> JudgeEntry | None:
+        """The judge's votes and noise (SPEC section 12) when a judge graded the answers."""
+        return None if self.sides.judge is None else self.sides.judge.entry
+
+    @property
+    def pairwise(self) -> PairwiseEntry | None:
+        """A pairwise judge's comparison with the baseline (SPEC section 12)."""
+        return None if self.sides.pairwise is None else self.sides.pairwise.entry
+
+    @property
+    def circular(self) -> CircularEntry | None:
+        """With ``circular=True``: the share of instances right under every cyclic shift."""
+        found = self.sides.circular
+        return None if found is None else circular_entry(found, self.summary.confidence)
 
     # report.mean, report.canonical["score"], report.formats["min"], ...: the JSON entry's
     # statistics (SPEC section 8), typed so that a misspelt name is a type error.
