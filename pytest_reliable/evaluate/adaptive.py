@@ -39,6 +39,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pytest_reliable.contract.markers import ADAPTIVE_REFUSED
+from pytest_reliable.contract.thresholds import adaptive as adaptively
 from pytest_reliable.evaluate.evaluation import ScoreMatrix, StagedEvaluation, append_resamplings
 from pytest_reliable.evaluate.stopping import (
     CANONICAL_ONLY,
@@ -50,12 +52,11 @@ from pytest_reliable.evaluate.stopping import (
 )
 from pytest_reliable.space import Space, Variant
 
-RANGE_THRESHOLDS = frozenset({"min_worst", "max_spread"})
-"""Thresholds over the groups of a range: settled claim by claim, rounds targeted at open ones."""
-REFUSED = {"max_std": "its bound's error rates under adaptive sampling are not measured (a "
-                      "standard deviation over resamplings chosen by their group is not the "
-                      "spread of resamplings drawn from the space); use search='uniform' for it"}
-"""Thresholds ``search="adaptive"`` refuses before the run, and why."""
+RANGE_THRESHOLDS = adaptively("claims")
+"""Thresholds over the groups of a range: settled claim by claim, rounds targeted at open ones
+(the threshold table's ``adaptive="claims"`` rows)."""
+REFUSED = ADAPTIVE_REFUSED
+"""Thresholds ``search="adaptive"`` refuses before the run, and why (the marker's check)."""
 
 
 @dataclass(frozen=True)
