@@ -778,6 +778,8 @@ def _expected_stop(spec: Any, settings: Any, design: Design, resolutions: list[R
     if not (adaptive or stop_early) or figure is None or not settled_by_the_mean(thresholds):
         return ""
     found = expected_stop(design, thresholds, figure, adaptive=adaptive)
+    if found.low >= design.resamplings:  # no saving expected: the worst case says it all
+        return ""
     return "; " + found.describe(instances, k, design.resamplings)
 
 
