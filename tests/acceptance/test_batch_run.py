@@ -14,6 +14,7 @@ import pytest
 
 from pytest_reliable.testing import ScriptedServer
 from tests.acceptance.helpers import RELIABLE_YAML, kill_while_the_batch_waits, run_json
+from tests.acceptance.test_adaptive import SPACE as ADAPTIVE_SPACE
 from tests.acceptance.test_many_machines import questions, right_option
 from tests.acceptance.test_money import PRICES, remote, verdicts
 
@@ -155,11 +156,12 @@ def test_stops(reliable):
 '''
 
 
-def test_early_stopping_batches_only_its_first_stage_first(pytester: pytest.Pytester) -> None:
-    """The first round of a test that may stop early is its first stage: the stages it never
-    runs are never paid for."""
-    pytester.makefile(".yaml", reliable=RELIABLE_YAML)
-    pytester.makepyfile(test_stops=STOPPING_GATE.format(data=questions(20)))
+def _batched_then_direct(pytester: pytest.Pytester, yaml_text: str, name: str, test_file: str
+                         ) -> tuple[ScriptedServer, int, dict[str, Any], dict[str, Any]]:
+    """Run one passing gate with --reliable-batch, then directly, both without the cache: the
+    server, its first batch's line count, and the two reports."""
+    pytester.makefile(".yaml", reliable=yaml_text)
+    pytester.makepyfile(**{name: test_file})
     pricing = pytester.path / "prices.yaml"
     pricing.write_text(json.dumps(BATCH_PRICING))
     with ScriptedServer(right_option) as server:
@@ -170,6 +172,14 @@ def test_early_stopping_batches_only_its_first_stage_first(pytester: pytest.Pyte
         live, direct = run_json(pytester, *remote(server, pricing), "--reliable-no-cache",
                                 name="direct.json")
         live.assert_outcomes(passed=1)
+    return server, first_lines, batched, direct
+
+
+def test_early_stopping_batches_only_its_first_stage_first(pytester: pytest.Pytester) -> None:
+    """The first round of a test that may stop early is its first stage: the stages it never
+    runs are never paid for."""
+    server, first_lines, batched, direct = _batched_then_direct(
+        pytester, RELIABLE_YAML, "test_stops", STOPPING_GATE.format(data=questions(20)))
     assert verdicts(batched) == verdicts(direct)
     assert batched["tests"][0]["calls"] == direct["tests"][0]["calls"]
     # the first stage: 2 resamplings (40 / 20) of 20 questions, with the canonical pass
@@ -177,12 +187,6 @@ def test_early_stopping_batches_only_its_first_stage_first(pytester: pytest.Pyte
     assert server.paths["/v1/chat/completions"] == direct["tests"][0]["calls"]["made"]
 
 
-EIGHT_FORMATS = '''
-spaces:
-  formats:
-    wrapper: ["({})", "{}.", "{}:", "[{}]"]
-    enumerator: ["upper", "number"]
-'''
 ADAPTIVE_GATE = '''
 import pytest
 from pytest_reliable import Dataset, MultipleChoice
@@ -200,18 +204,9 @@ def test_an_adaptive_search_batches_only_its_first_round_first(
     """SPEC 13 with 14: an adaptive test's first round (the plan's first rows, every group, and
     the canonical pass) goes in the batch; later rounds depend on its answers, so rounds the
     search never runs are never paid for. Batched or not, the search makes the same choices."""
-    pytester.makefile(".yaml", reliable=EIGHT_FORMATS)
-    pytester.makepyfile(test_adaptive=ADAPTIVE_GATE.format(data=questions(20)))
-    pricing = pytester.path / "prices.yaml"
-    pricing.write_text(json.dumps(BATCH_PRICING))
-    with ScriptedServer(right_option) as server:
-        result, batched = run_json(pytester, *remote(server, pricing), "--reliable-batch",
-                                   "--reliable-no-cache", name="batched.json")
-        result.assert_outcomes(passed=1)
-        first_lines = server.batches["batch-1"]["request_counts"]["total"]
-        live, direct = run_json(pytester, *remote(server, pricing), "--reliable-no-cache",
-                                name="direct.json")
-        live.assert_outcomes(passed=1)
+    # eight formats (4 wrappers x 2 enumerators), so later rounds ask prompts the first did not
+    server, first_lines, batched, direct = _batched_then_direct(
+        pytester, ADAPTIVE_SPACE, "test_adaptive", ADAPTIVE_GATE.format(data=questions(20)))
     entry, alone = batched["tests"][0], direct["tests"][0]
     assert entry["search"] == "adaptive" and entry["stopped_early"] is True
     assert verdicts(batched) == verdicts(direct)
