@@ -57,6 +57,7 @@ import numpy as np
 
 from pytest_reliable.calls.requests import Request
 from pytest_reliable.contract.markers import ReliableSpec
+from pytest_reliable.evaluate import cell_rounds
 from pytest_reliable.evaluate.adaptive import row_keys, run_adaptive
 from pytest_reliable.evaluate.evaluation import (
     CANONICAL,
@@ -162,6 +163,20 @@ class MatrixEvaluation:
     def run_rows(self, rows: Sequence[int], *, first_row: int) -> ScoreMatrix:
         return self._matrix(list(rows), first_row, False)
 
+    def run_cells(self, wanted: Sequence[tuple[int, int]]) -> ScoreMatrix:
+        n, n_instances = len(self.variants), self.table.shape[0]
+        scores = np.zeros((n, n_instances))
+        cells = []
+        for r, i in wanted:
+            column = int(self.columns[r, i])
+            scores[r, i] = self.table[i, column]
+            cells.append(CellResult(PlannedCell(r, i, self.variants[r][i], PROMPT, REQUEST),
+                                    "ok", "", None, float(scores[r, i]), True))
+            self.asked.add((i, column))
+        return ScoreMatrix(scores=scores, parsed=np.ones_like(scores, dtype=bool),
+                           canonical_scores=np.zeros((1, n_instances)),
+                           canonical_parsed=np.ones((1, n_instances), dtype=bool), cells=cells)
+
 
 # -- one gate, both searches ---------------------------------------------------------------
 @dataclass(frozen=True)
@@ -188,7 +203,14 @@ def run_search(space: Space, spec: ReliableSpec, decide: str, n: int, mode: str,
                   for name in ("min_score", "min_worst", "max_spread")
                   if getattr(spec, name) is not None}
     uniform_rows: int | None = None
-    if search == "adaptive":
+    looked = None
+    if search == "adaptive" and cell_rounds.applies(thresholds, GROUPING):
+        by_cells = cell_rounds.run_cell_rounds(
+            staged, thresholds, decide=decide, confidence=CONFIDENCE,  # type: ignore[arg-type]
+            key_of=lambda v: v.format_key)
+        matrix, looked = by_cells.matrix, by_cells.looked
+        uniform_rows = by_cells.uniform_rows
+    elif search == "adaptive":
         ran = run_adaptive(
             staged, thresholds, decide=decide, confidence=CONFIDENCE,  # type: ignore[arg-type]
             peek=range_peek(space, mode=mode, grouping=GROUPING, min_cells=spec.min_cells,
@@ -200,7 +222,7 @@ def run_search(space: Space, spec: ReliableSpec, decide: str, n: int, mode: str,
         matrix = staged.run(0, n, canonical=True)
     summary = summarize(matrix, space, mode=mode, eps=0.5, delta=0.5, min_cells=spec.min_cells,
                         confidence=CONFIDENCE, group_by=GROUPING, n_star=NO_N_STAR,
-                        mean_rows=uniform_rows)
+                        mean_rows=uniform_rows, looked=looked)
     return summary, staged.calls, matrix.n_resamplings
 
 

@@ -59,11 +59,27 @@ def test_row_keys_name_groups_as_the_ranges_per_variant_does() -> None:
 
 
 def test_the_first_round_is_what_batch_mode_sends_ahead_and_peeks_share_alpha() -> None:
-    strategy = Adaptive(40, {"min_worst": ("min", 0.5)}, "pass-on-evidence", 0.95,
-                        peek=lambda m, u, c: {}, keys_of=lambda vs: frozenset())
+    strategy = Adaptive(40, {"min_worst": ("min", 0.5), "max_spread": ("max", 0.2)},
+                        "pass-on-evidence", 0.95, peek=lambda m, u, c: {},
+                        keys_of=lambda vs: frozenset())
     first = strategy.first_round()
+    assert not strategy.by_cells
     assert first.first_stage == batch_size(40) and not first.size_known and first.n == 40
     assert rounds(40, batch_size(40)) == math.ceil(40 / batch_size(40))
+
+
+def test_a_search_by_cells_sends_one_row_ahead_unless_a_mean_needs_its_rows() -> None:
+    worst = Adaptive(40, {"min_worst": ("min", 0.5)}, "pass-on-evidence", 0.95,
+                     peek=lambda m, u, c: {}, keys_of=lambda vs: frozenset())
+    assert worst.by_cells and worst.first_round().first_stage == 1
+    with_mean = Adaptive(40, {"min_worst": ("min", 0.5), "min_score": ("min", 0.5)},
+                         "pass-on-evidence", 0.95, peek=lambda m, u, c: {},
+                         keys_of=lambda vs: frozenset())
+    assert with_mean.by_cells and with_mean.first_round().first_stage == batch_size(40)
+    other_grouping = Adaptive(40, {"min_worst": ("min", 0.5)}, "pass-on-evidence", 0.95,
+                              peek=lambda m, u, c: {}, keys_of=lambda vs: frozenset(),
+                              grouping="dimensions")
+    assert not other_grouping.by_cells
 
 
 def _bench() -> ModuleType:

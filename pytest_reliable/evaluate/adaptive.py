@@ -51,6 +51,7 @@ from pytest_reliable.evaluate.stopping import (
     settled,
 )
 from pytest_reliable.space import Space, Variant
+from pytest_reliable.stats.looks import LookedMeans
 
 RANGE_THRESHOLDS = adaptively("claims")
 """Thresholds over the groups of a range: settled claim by claim, rounds targeted at open ones
@@ -110,6 +111,9 @@ class AdaptiveRun:
     """The matrix's first rows, run in plan order (what the mean is taken over)."""
     plan_rows: list[int] = field(default_factory=list)
     """The plan's resampling behind each row of the matrix."""
+    looked: LookedMeans | None = None
+    """A search by cells (`cell_rounds`): each format's bounds at its looks, what the gate
+    decides ``min_worst`` on; None for rounds of whole rows."""
 
 
 def rounds(n: int, step: int) -> int:

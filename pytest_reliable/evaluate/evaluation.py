@@ -147,6 +147,9 @@ class ScoreMatrix:
     judge_calls: Calls | None = None
     """A judge's calls (made, cached, problems), counted apart from the model's; None when no
     judge graded the cells."""
+    ran: np.ndarray | None = None
+    """(n, N): which cells were run, when an adaptive search ran only some cells of a row (a
+    cell not run scores 0 here, is in no group and is not counted unparsed); None: every cell."""
 
     @property
     def n_resamplings(self) -> int:
@@ -176,7 +179,13 @@ class ScoreMatrix:
             scores=self.scores[:n],
             parsed=self.parsed[:n],
             cells=[c for c in self.cells if c.resampling < n],
+            ran=None if self.ran is None else self.ran[:n],
         )
+
+    def unparsed(self) -> int:
+        """Cells run (and canonical samples) whose answer could not be parsed."""
+        missing = ~self.parsed if self.ran is None else (~self.parsed & self.ran)
+        return int(missing.sum() + (~self.canonical_parsed).sum())
 
 
 @dataclass(frozen=True)
@@ -452,6 +461,16 @@ class StagedEvaluation:
         return replace(matrix, scores=matrix.scores[first_row:],
                        parsed=matrix.parsed[first_row:])
 
+    def run_cells(self, wanted: Sequence[tuple[int, int]]) -> ScoreMatrix:
+        """The plan's cells (resampling, instance) ``wanted``, without the canonical pass, as a
+        matrix of the plan's ``n`` rows holding only them (`cells_matrix` puts rounds together).
+        Each cell keeps its plan request (its cache key)."""
+        chosen_keys = set(wanted)
+        chosen = [c for c in self.cells if (c.resampling, c.instance) in chosen_keys]
+        results = self.runner.run([c.request for c in chosen])
+        return grade_cells(self.dataset, self.task, chosen, results, self.settings,
+                           self.judging)
+
     def row_variants(self, row: int) -> list[Variant]:
         """The variants of every cell of the plan's resampling ``row``."""
         if self._rows is None:
@@ -475,6 +494,36 @@ def append_resamplings(head: ScoreMatrix, tail: ScoreMatrix) -> ScoreMatrix:
         problems=head.problems + tail.problems,
         judge_calls=_sum_calls(head.judge_calls, tail.judge_calls),
     )
+
+
+def cells_matrix(head: ScoreMatrix, parts: Sequence[ScoreMatrix]) -> tuple[ScoreMatrix, list[int]]:
+    """``head`` (the plan's first rows, whole, with the canonical pass) and the cells of
+    ``parts`` (`StagedEvaluation.run_cells`, rows numbered as the plan's) as one matrix of the
+    plan rows that hold a cell, in plan order, with the ``ran`` mask; and the plan row behind
+    each of its rows. A cell run twice (asked by two rounds) is kept once."""
+    found: dict[tuple[int, int], CellResult] = {}
+    for cell in [*head.resampling_cells(), *(c for p in parts for c in p.resampling_cells())]:
+        found.setdefault((cell.resampling, cell.instance), cell)
+    plan_rows = sorted({r for r, _ in found})
+    row_of = {r: j for j, r in enumerate(plan_rows)}
+    shape = (len(plan_rows), head.n_instances)
+    scores, parsed, ran = np.zeros(shape), np.ones(shape, dtype=bool), np.zeros(shape, dtype=bool)
+    cells = []
+    for (r, i), cell in sorted(found.items()):
+        scores[row_of[r], i], parsed[row_of[r], i], ran[row_of[r], i] = cell.score, cell.parsed, True
+        cells.append(replace(cell, planned=replace(cell.planned, resampling=row_of[r])))
+    calls = _sum_calls(head.judge_calls, None)
+    for part in parts:
+        calls = _sum_calls(calls, part.judge_calls)
+    matrix = ScoreMatrix(
+        scores=scores, parsed=parsed, canonical_scores=head.canonical_scores,
+        canonical_parsed=head.canonical_parsed, cells=cells + head.canonical_cells(),
+        calls_made=head.calls_made + sum(p.calls_made for p in parts),
+        calls_cached=head.calls_cached + sum(p.calls_cached for p in parts),
+        problems=head.problems + [x for p in parts for x in p.problems], judge_calls=calls,
+        ran=None if ran.all() else ran,
+    )
+    return matrix, plan_rows
 
 
 def _sum_calls(a: Calls | None, b: Calls | None) -> Calls | None:

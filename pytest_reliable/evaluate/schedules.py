@@ -28,14 +28,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from pytest_reliable.evaluate import cell_rounds
 from pytest_reliable.evaluate.adaptive import Peek, run_adaptive
 from pytest_reliable.evaluate.evaluation import Evaluator, ScoreMatrix
 from pytest_reliable.evaluate.nstar import run_auto
-from pytest_reliable.evaluate.stopping import batch_size, run_until_settled
+from pytest_reliable.evaluate.stopping import RESAMPLING_MEAN, batch_size, run_until_settled
 from pytest_reliable.evaluate.thompson import exploration_entry, run_thompson
 from pytest_reliable.models.base import AsyncModel
 from pytest_reliable.plan.sampling import dataset_option_count, n_listed_units
 from pytest_reliable.space import Variant
+from pytest_reliable.stats.looks import LookedMeans
 from pytest_reliable.store.nstar import NStarEntries, NStarEntry, NStarKey
 
 if TYPE_CHECKING:  # the JSON entry's shape; types only
@@ -69,6 +71,8 @@ class GateRun:
     (the mean is taken over these); None: every row is in plan order."""
     exploration: ExplorationEntry | None = None
     """``search="thompson"``'s best and worst formats found (never a verdict)."""
+    looked: LookedMeans | None = None
+    """An adaptive search by cells: the formats' looked bounds ``min_worst`` is decided on."""
 
     @property
     def calls_made(self) -> int:
@@ -149,22 +153,37 @@ class Adaptive:
     keys_of: Callable[[Sequence[Variant]], frozenset[str]]
     """The range keys of the groups cells with these variants fall in (`adaptive.row_keys`)."""
     batch: int | None = None
+    grouping: str | tuple[str, ...] = "formats"
+
+    @property
+    def by_cells(self) -> bool:
+        """Whether the search runs single cells (`cell_rounds`) rather than whole rows."""
+        return cell_rounds.applies(self.thresholds, self.grouping)
 
     def run(self, evaluator: Evaluator) -> GateRun:
         staged = evaluator.staged(self.n)
-        ran = run_adaptive(staged, self.thresholds, decide=self.decide,
-                           confidence=self.confidence, peek=self.peek,
-                           keys_of_row=lambda r: self.keys_of(staged.row_variants(r)),
-                           batch=self.batch)
+        if self.by_cells:
+            ran = cell_rounds.run_cell_rounds(
+                staged, self.thresholds, decide=self.decide, confidence=self.confidence,
+                key_of=lambda v: v.format_key, batch=self.batch)
+        else:
+            ran = run_adaptive(staged, self.thresholds, decide=self.decide,
+                               confidence=self.confidence, peek=self.peek,
+                               keys_of_row=lambda r: self.keys_of(staged.row_variants(r)),
+                               batch=self.batch)
         return GateRun(ran.matrix, stopped_early=ran.stopped_early, stop_reason=ran.reason,
                        search="adaptive",
                        uniform_rows=(ran.uniform_rows
-                                     if ran.uniform_rows < ran.matrix.n_resamplings else None))
+                                     if ran.uniform_rows < ran.matrix.n_resamplings else None),
+                       looked=ran.looked)
 
     def first_round(self) -> FirstRound:
-        """The first round only (the plan's first rows, every group): later rounds depend on its
-        answers."""
-        return FirstRound(self.n, first_stage=self.batch or batch_size(self.n), size_known=False)
+        """The first round only (the plan's first rows, every group; one row when a search by
+        cells has no mean to bound): later rounds depend on its answers."""
+        first = self.batch or batch_size(self.n)
+        if self.by_cells and not set(self.thresholds) & RESAMPLING_MEAN:
+            first = 1
+        return FirstRound(self.n, first_stage=first, size_known=False)
 
 
 THOMPSON_PLAN_MAX = 2000

@@ -465,7 +465,7 @@ class ReliableSession:
             ran.matrix, test.space, mode=spec.mode, eps=spec.eps, delta=spec.delta,
             min_cells=spec.min_cells, confidence=spec.confidence,
             group_by=spec.grouping(), order_group_by=spec.order_group_by, n_star=ran.n_star,
-            n_star_curve=ran.n_star_curve, mean_rows=ran.uniform_rows,
+            n_star_curve=ran.n_star_curve, mean_rows=ran.uniform_rows, looked=ran.looked,
             sides=of_matrix if circular is None else [*of_matrix, circular],
         )
         # A pairwise judge's matrix is the comparison itself (win values), not the candidate's.
@@ -583,7 +583,7 @@ class ReliableSession:
                 n, thresholds, decide=test.decide, confidence=spec.confidence,
                 peek=range_peek(test.space, mode=spec.mode, grouping=grouping,
                                 min_cells=spec.min_cells, order_group_by=spec.order_group_by),
-                keys_of=functools.partial(row_keys, test.space, grouping),
+                keys_of=functools.partial(row_keys, test.space, grouping), grouping=grouping,
             )
         return StopEarly(n, thresholds, decide=test.decide, confidence=spec.confidence)
 

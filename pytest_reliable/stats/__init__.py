@@ -33,6 +33,7 @@ Where each topic lives (one module each; every public name is importable from he
 - ``reversal``: ILR's Observed Reversal Probability, ``orp`` (a module named ``orp`` would be
   shadowed here by the function).
 - ``sequential``: confidence sequences for stopping early.
+- ``looks``: each group's bound read at a few pre-registered looks (an adaptive search by cells).
 - ``power``: what a gate can resolve before any call (``--reliable-plan``); not re-exported here,
   import ``pytest_reliable.stats.power``.
 """
@@ -80,6 +81,7 @@ from pytest_reliable.stats.paired import (
 from pytest_reliable.stats.proportions import pass_at_k, pass_hat_k, wilson_interval
 from pytest_reliable.stats.reliable_n import NStarResult, min_reliable_n
 from pytest_reliable.stats.reversal import ORPResult, orp
+from pytest_reliable.stats.looks import LOOKED_METHOD, LookedGroup, LookedMeans, look_points
 from pytest_reliable.stats.sequential import ConfidenceSequence, asymptotic_cs, betting_cs
 from pytest_reliable.stats.summaries import Moments, Ranges, bootstrap_ci, moments, ranges
 
@@ -113,6 +115,10 @@ __all__ = [
     "asymptotic_cs",
     "avgp",
     "betting_cs",
+    "LOOKED_METHOD",
+    "LookedGroup",
+    "LookedMeans",
+    "look_points",
     "binomial_bound",
     "bootstrap_ci",
     "bounded_mean",

@@ -210,6 +210,25 @@ def group_evidence(observed: float | None, effects: list[stats.GroupEffects],
     return Evidence(observed, method, unfavourable, favourable, p_breach)
 
 
+def looked_evidence(observed: float | None, looked: stats.LookedMeans, unobserved: int = 0
+                    ) -> Evidence:
+    """``min_worst`` after an adaptive search by cells: the claims "this format's score >=
+    limit", each bounded at its looks (`stats.LookedMeans`). A format never brought to a look
+    has no evidence: a lower bound of 0 and an upper bound of 1."""
+
+    def unfavourable(c: float) -> FloatArray:
+        return np.concatenate([looked.level_bounds(c, -1), np.zeros(unobserved)])
+
+    def favourable(levels: FloatArray) -> FloatArray:
+        return looked.level_bounds(np.asarray(levels, dtype=np.float64), +1)
+
+    def p_breach(limit: float) -> FloatArray:
+        return looked.p_below(limit)
+
+    method = f"{looked.method}; every format" + _unseen(unobserved)
+    return Evidence(observed, method, unfavourable, favourable, p_breach)
+
+
 def _unseen(unobserved: int, what: str = "groups") -> str:
     return f" ({unobserved} listed {what} never rendered: no evidence)" if unobserved else ""
 
@@ -436,6 +455,8 @@ def _mean(summary: Summary, row: ThresholdRow) -> Evidence | None:
 
 def _groups(summary: Summary, row: ThresholdRow) -> Evidence:
     ranges = summary.formats
+    if ranges.looked is not None:
+        return looked_evidence(ranges.minimum, ranges.looked, len(ranges.unobserved))
     return group_evidence(ranges.minimum, ranges.effects(), ranges.grouping,
                           len(ranges.unobserved))
 

@@ -113,6 +113,9 @@ class RangeSummary:
     unobserved: list[str] = field(default_factory=list)
     """Keys of listed dimension values no cell was rendered with (e.g. fixed mode with fewer
     resamplings than values): claims about them have no evidence."""
+    looked: stats.LookedMeans | None = None
+    """A search by cells (`evaluate.cell_rounds`): the formats' bounds at their looks, which
+    ``min_worst`` is decided on and the groups' estimates and intervals show; None: paired."""
 
     @property
     def spread(self) -> float | None:
@@ -129,7 +132,7 @@ class RangeSummary:
             "noise_floor": self.noise_floor,
             "worst_candidates": list(self.worst_candidates),
             "unobserved": list(self.unobserved),
-            "estimator": stats.PAIRED_METHOD,
+            "estimator": stats.PAIRED_METHOD if self.looked is None else self.looked.method,
         }
 
     def effects(self) -> list[stats.GroupEffects]:
@@ -244,6 +247,25 @@ def range_of(
         worst, spread_value=float(spread), noise_floor=floor, labellings=labellings,
         worst_candidates=candidates,
     )
+
+
+def read_looks(labelling: Labelling, looked: stats.LookedMeans, confidence: float) -> list[str]:
+    """Each format's estimate and interval from its looked bounds (a format the search never
+    brought to a look keeps its observed mean and has no evidence: [0, 1]); returns the formats
+    that could be the worst (lower bound below the smallest upper bound), lowest first."""
+    index = {key: j for j, key in enumerate(looked.keys)}
+    low, high = looked.interval(confidence)
+    for group in labelling.groups:
+        j = index.get(group.key)
+        found = looked.groups[j] if j is not None else None
+        if found is None or found.bound is None:
+            group.estimate, group.low, group.high = group.observed, 0.0, 1.0
+        else:
+            group.estimate = float(np.clip(found.estimate, 0.0, 1.0))
+            group.low, group.high = float(low[j]), float(high[j])
+    ceiling = min(float(g.high) for g in labelling.groups if g.high is not None)
+    return [g.key for g in sorted(labelling.groups, key=lambda g: g.score)
+            if g.low is not None and g.low <= ceiling]
 
 
 def _worst_candidates(labellings: list[Labelling], confidence: float) -> list[str]:
@@ -408,11 +430,12 @@ def variants_sampled(space: Space, matrix: ScoreMatrix, mode: str) -> bool:
 def format_side(
     matrix: ScoreMatrix, space: Space, *, mode: str, grouping: str | tuple[str, ...],
     confidence: float, min_cells: int, noise: bool = True, peek: bool = False,
+    looked: stats.LookedMeans | None = None,
 ) -> tuple[RangeSummary, dict[str, Labelling]]:
     """The format range over the pre-registered ``grouping`` (paired, order-adjusted in fixed
     mode) and every dimension's estimated labelling; ``peek``: the range's bounds only (no noise
     floor; under the formats grouping no dimension labellings): what an adaptive search's peeks
-    read."""
+    read; ``looked``: a search by cells' bounds, which replace the formats' paired ones."""
     noise = noise and not peek
     scores, cells = matrix.scores, matrix.resampling_cells()
     shape = (matrix.n_resamplings, matrix.n_instances)
@@ -429,7 +452,11 @@ def format_side(
     if grouping == "formats":
         formats_lab = formats_labelling(matrix, cells)
         estimate_labelling(scores, formats_lab, confidence, min_cells, offsets, sampled)
+        if looked is not None:
+            candidates = read_looks(formats_lab, looked, confidence)
         formats = range_of("formats", [formats_lab], scores, offsets, confidence, noise=noise)
+        if looked is not None:
+            formats.looked, formats.worst_candidates = looked, candidates
     else:
         formats = format_range(space, matrix, grouping, dims, offsets, confidence, noise=noise)
     return formats, dims

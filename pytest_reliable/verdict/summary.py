@@ -209,6 +209,7 @@ def summarize(
     n_star_curve: NStarCurveEntry | None = None,
     mean_rows: int | None = None,
     sides: Sequence[SideMeans] = (),
+    looked: stats.LookedMeans | None = None,
 ) -> Summary:
     """``mean_rows``: the matrix's first rows were run in plan order and the rest chosen by
     their group (``search="adaptive"``): the mean, its bound, the moments and n* are taken over
@@ -221,6 +222,9 @@ def summarize(
     None = the paper's n* of the matrix's own resamplings (none below 2 of them) and its curves.
 
     ``sides``: the side evaluations' frozen results (maj@k, circular), taken as they are.
+
+    ``looked``: an adaptive search by cells' bounds on the formats (`evaluate.cell_rounds`):
+    the formats range shows them and ``min_worst`` is decided on them.
     """
     grouping = group_by if group_by is not None else ("formats" if mode == "fixed" else "dimensions")
     scores = matrix.scores
@@ -247,8 +251,8 @@ def summarize(
     estimate_labelling(scores, orders_lab, confidence, min_cells, resamplings_sampled=sampled)
     orders = range_of(order_group_by, [orders_lab], scores, confidence=confidence)
     formats, dims = format_side(matrix, space, mode=mode, grouping=grouping,
-                                confidence=confidence, min_cells=min_cells)
-    unparsed = int((~matrix.parsed).sum() + (~matrix.canonical_parsed).sum())
+                                confidence=confidence, min_cells=min_cells, looked=looked)
+    unparsed = matrix.unparsed()
     return Summary(
         n_resamplings=matrix.n_resamplings,
         mean=moments.mean,

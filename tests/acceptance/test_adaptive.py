@@ -229,3 +229,64 @@ def test_thompson_in_ilr_mode_is_a_usage_error(pytester: pytest.Pytester) -> Non
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*search='thompson' pulls one format at a time, which needs "
                                  "mode='fixed'*"])
+
+
+BY_CELLS = '''
+import pytest
+from pytest_reliable import Dataset, MultipleChoice
+
+DATA = Dataset.from_records([
+    dict(question=f"Question number {{i}}?", answer=i % 3,
+         choices=[["right answer", "wrong one", "wrong two"][(j - i) % 3] for j in range(3)])
+    for i in range(40)
+])
+
+@pytest.mark.reliable(space="formats", mode="fixed", n=16, min_worst=0.5, search="adaptive"{decide})
+def test_by_cells(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+
+@pytest.mark.reliable(space="formats", mode="fixed", n=16, min_worst=0.5{decide})
+def test_whole_rows(reliable):
+    reliable.evaluate(DATA, MultipleChoice())
+'''
+
+
+def test_a_min_worst_search_runs_single_cells_and_the_cache_serves_its_rerun(
+    pytester: pytest.Pytester,
+) -> None:
+    write_project(pytester, test_file=BY_CELLS.replace("{decide}", ""), conftest=ALWAYS_RIGHT,
+                  yaml_text=SPACE)
+    result, report = run_json(pytester)
+    result.assert_outcomes(passed=2)
+    tests = by_test(report)
+    cells, rows = tests["test_by_cells"], tests["test_whole_rows"]
+    used = cells["calls"]["made"] + cells["calls"]["cached"]
+    assert used < (rows["calls"]["made"] + rows["calls"]["cached"]) / 2
+    assert cells["stopped_early"] is True and "every format settled" in cells["stop_reason"]
+    groups = cells["formats"]["per_variant"]
+    # The first resampling is run whole; every other format is brought to its first look (10
+    # of the 40 instances), which settles a format that is always right.
+    assert sorted(g["cells"] for g in groups.values()) == [10] * 7 + [INSTANCES]
+    assert used == sum(g["cells"] for g in groups.values()) + INSTANCES  # and the canonical pass
+    assert "one cell per instance" in cells["formats"]["estimator"]
+    assert all(g["low"] >= 0.5 for g in groups.values())
+
+    again, rerun = run_json(pytester, "-k", "by_cells", name="again.json")
+    again.assert_outcomes(passed=1)
+    second = by_test(rerun)["test_by_cells"]
+    assert second["calls"]["made"] == 0 and second["formats"]["per_variant"] == groups
+
+
+def test_a_search_by_cells_stops_on_the_first_format_it_can_show_is_below_the_limit(
+    pytester: pytest.Pytester,
+) -> None:
+    # The default scripted model is right only when options look like "(A) text".
+    write_project(pytester, test_file=BY_CELLS.replace("{decide}", ', decide="fail-on-evidence"'),
+                  yaml_text=SPACE)
+    result, report = run_json(pytester)
+    result.assert_outcomes(failed=2)
+    cells = by_test(report)["test_by_cells"]
+    assert "settled below the limit" in cells["stop_reason"]
+    assert cells["calls"]["made"] < by_test(report)["test_whole_rows"]["calls"]["made"]
+    failing = [t for t in cells["thresholds"] if not t["passed"]]
+    assert [t["name"] for t in failing] == ["min_worst"]
