@@ -674,14 +674,7 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
         sizes = Sizes(n, n)
         detail = f"{instances} instances x ({_resamplings(n)} + k={k}) = {instances * (n + k)}"
         if (getattr(spec, "search", None) or getattr(settings, "search", "uniform")) == "adaptive":
-            from pytest_reliable.evaluate.stopping import batch_size
-
-            # The expected calls under a simulated model are not estimated (yet): the worst case
-            # is what a plan can promise.
-            detail += (f"; search='adaptive': that is the worst case (all {n} resamplings); "
-                       f"rounds of {batch_size(n)} resamplings stop once every threshold is "
-                       f"settled, at least {instances * (min(batch_size(n), n) + k)} calls "
-                       "(the first round)")
+            detail += _adaptive_rounds(spec, n, instances, k)
     else:
         n_max = int(getattr(settings, "n_max", 1000))
         stored = stored_n_star(session, nodeid, dataset, spec, space, user_model)
@@ -781,6 +774,24 @@ def _expected_stop(spec: Any, settings: Any, design: Design, resolutions: list[R
     if found.low >= design.resamplings:  # no saving expected: the worst case says it all
         return ""
     return "; " + found.describe(instances, k, design.resamplings)
+
+
+def _adaptive_rounds(spec: Any, n: int, instances: int, k: int) -> str:
+    """An adaptive test's worst case and first round (the expected calls of a range are not
+    simulated: the worst case is what a plan can promise)."""
+    from pytest_reliable.evaluate import cell_rounds
+    from pytest_reliable.evaluate.stopping import RESAMPLING_MEAN, batch_size
+
+    named = {name for name in RELIABLE_THRESHOLDS if getattr(spec, name, None) is not None}
+    worst = f"; search='adaptive': that is the worst case (all {n} resamplings); "
+    if cell_rounds.applies(dict.fromkeys(named), spec.grouping()):
+        first = min(batch_size(n) if named & RESAMPLING_MEAN else 1, n)
+        return worst + (f"single cells, {cell_rounds.chunk_for(instances)} instances per look of "
+                        f"a format, stop once every threshold is settled, at least "
+                        f"{instances * (first + k)} calls (the first round)")
+    return worst + (f"rounds of {batch_size(n)} resamplings stop once every threshold is "
+                    f"settled, at least {instances * (min(batch_size(n), n) + k)} calls "
+                    "(the first round)")
 
 
 def _never_called(prompt: str) -> str:

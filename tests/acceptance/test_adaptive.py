@@ -290,3 +290,16 @@ def test_a_search_by_cells_stops_on_the_first_format_it_can_show_is_below_the_li
     assert cells["calls"]["made"] < by_test(report)["test_whole_rows"]["calls"]["made"]
     failing = [t for t in cells["thresholds"] if not t["passed"]]
     assert [t["name"] for t in failing] == ["min_worst"]
+
+
+def test_the_plan_of_a_search_by_cells_states_its_looks_and_first_round(
+    pytester: pytest.Pytester,
+) -> None:
+    write_project(pytester, test_file=BY_CELLS.replace("{decide}", ""), conftest=ALWAYS_RIGHT,
+                  yaml_text=SPACE)
+    result = pytester.runpytest_subprocess("--reliable-plan", "-k", "by_cells")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([
+        "*40 instances x (16 resamplings + k=1) = 680; search='adaptive': that is the worst case "
+        "(all 16 resamplings); single cells, 10 instances per look of a format, stop once every "
+        "threshold is settled, at least 80 calls (the first round)*"])
