@@ -21,6 +21,7 @@ from pytest_reliable.contract.thresholds import (
     settled_by,
 )
 from pytest_reliable.contract.vocabulary import RELIABLE_THRESHOLDS
+from pytest_reliable.evaluate import cell_rounds
 from pytest_reliable.evaluate import adaptive as adaptive_search
 from pytest_reliable.evaluate import stopping
 from pytest_reliable.evaluate.circular import CircularResult
@@ -62,7 +63,9 @@ def test_the_adaptive_column_says_what_adaptive_search_does() -> None:
     # `evaluate.adaptive` and the marker check keep their own names for now: they must agree.
     assert adaptive("sequence") == stopping.RESAMPLING_MEAN
     assert adaptive("canonical") == stopping.CANONICAL_ONLY
-    assert adaptive("claims") == adaptive_search.RANGE_THRESHOLDS
+    assert adaptive("claims") | adaptive("cells") == adaptive_search.RANGE_THRESHOLDS
+    assert adaptive("cells") == cell_rounds.BY_CELLS == {"min_worst"}
+    assert adaptive("claims") == {"max_spread"}
     assert adaptive("refused") == set(adaptive_search.REFUSED) == set(markers.ADAPTIVE_REFUSED)
     assert adaptive("plan order") == {"min_median"}
 

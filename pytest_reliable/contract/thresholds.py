@@ -57,10 +57,12 @@ Stopping = Literal["sequence", "canonical", "never"]
 """How early stopping settles a threshold: ``sequence`` (anytime-valid bounds on the mean over
 resamplings), ``canonical`` (a statistic of the canonical pass only: settled after the first
 batch), ``never`` (no anytime-valid bound: the test runs all n resamplings)."""
-Adaptive = Literal["sequence", "canonical", "claims", "plan order", "refused"]
+Adaptive = Literal["sequence", "canonical", "cells", "claims", "plan order", "refused"]
 """How ``search="adaptive"`` settles a threshold: as early stopping does (``sequence``,
-``canonical``), claim by claim with rounds spent on open groups (``claims``), not adaptively (the
-test runs all n resamplings in plan order), or ``refused`` before the run."""
+``canonical``), group by group with single cells spent on open groups over the formats grouping
+and claim by claim otherwise (``cells``, `evaluate.cell_rounds`), claim by claim with rounds of
+resamplings spent on open groups (``claims``), not adaptively (the test runs all n resamplings
+in plan order), or ``refused`` before the run."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ _ROWS = (
     ThresholdRow("min_score", "mean", "mean", "sequence", "sequence"),
     ThresholdRow("min_lower_ci", "canonical_interval", "interval", "canonical", "canonical"),
     ThresholdRow("min_median", "formats", "median", "never", "plan order"),
-    ThresholdRow("min_worst", "formats", "groups", "never", "claims"),
+    ThresholdRow("min_worst", "formats", "groups", "never", "cells"),
     ThresholdRow("max_spread", "formats", "pairs", "never", "claims"),
     ThresholdRow("max_std", "std", "std", "never", "refused"),
     ThresholdRow("min_pass_at_k", "pass_at_k", "mean", "canonical", "canonical"),

@@ -53,9 +53,10 @@ from pytest_reliable.evaluate.stopping import (
 from pytest_reliable.space import Space, Variant
 from pytest_reliable.stats.looks import LookedMeans
 
-RANGE_THRESHOLDS = adaptively("claims")
+RANGE_THRESHOLDS = adaptively("claims") | adaptively("cells")
 """Thresholds over the groups of a range: settled claim by claim, rounds targeted at open ones
-(the threshold table's ``adaptive="claims"`` rows)."""
+(the threshold table's ``adaptive="claims"`` rows, and its ``"cells"`` rows where a search by
+cells does not apply: `cell_rounds.applies`)."""
 REFUSED = ADAPTIVE_REFUSED
 """Thresholds ``search="adaptive"`` refuses before the run, and why (the marker's check)."""
 

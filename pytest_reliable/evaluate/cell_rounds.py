@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from pytest_reliable.contract.thresholds import adaptive as adaptively
 from pytest_reliable.evaluate.adaptive import AdaptiveRun
 from pytest_reliable.evaluate.evaluation import (
     ScoreMatrix,
@@ -56,17 +57,20 @@ from pytest_reliable.evaluate.stopping import (
 from pytest_reliable.space import Variant
 from pytest_reliable.stats.looks import LookedMeans
 
+BY_CELLS = adaptively("cells")
+"""Thresholds a search by cells settles: claims "this group's score >= limit" (the threshold
+table's ``adaptive="cells"`` rows: ``min_worst``)."""
 LOOKS = 8
 """A format's sequence is looked at about this many times (``chunk`` = its length / LOOKS)."""
 MIN_CHUNK = 10
 """The fewest values between two looks: a bound of fewer says little and costs a look."""
-RANGE = "min_worst"
 
 
 def applies(thresholds: Mapping[str, object], grouping: object) -> bool:
-    """Whether a test's thresholds are searched by cells (module docstring)."""
+    """Whether a test's thresholds are searched by cells (module docstring): one threshold of
+    `BY_CELLS` over the formats grouping, beside thresholds of the mean and the canonical pass."""
     rest = set(thresholds) - CANONICAL_ONLY - RESAMPLING_MEAN
-    return grouping == "formats" and rest == {RANGE}
+    return grouping == "formats" and len(rest) == 1 and rest <= BY_CELLS
 
 
 def chunk_for(instances: int) -> int:
@@ -112,8 +116,12 @@ def run_cell_rounds(
     plan = sequences(keys, instance_order(n_instances, staged.settings.seed))
     means = sorted(set(thresholds) & RESAMPLING_MEAN)
     step = batch or batch_size(n)
-    limit = thresholds[RANGE][1]  # a "min" threshold
-    others = len(set(thresholds) - {RANGE})
+    if not applies(thresholds, "formats"):
+        raise ValueError(f"a search by cells settles one of {sorted(BY_CELLS)} beside the mean "
+                         f"and the canonical pass, not {sorted(thresholds)}")
+    [ranged] = sorted(set(thresholds) & BY_CELLS)
+    limit = thresholds[ranged][1]  # a "min" threshold: "this group's score >= limit"
+    others = len(thresholds) - 1
     alpha = 1.0 - confidence
     # The level a format's bounds are read at: the gate's (module docstring).
     level = (1.0 - alpha / (len(plan) + others) if decide == "fail-on-evidence" else confidence)
@@ -166,7 +174,7 @@ def run_cell_rounds(
                           f"({_note(head.n_resamplings, len(plan))})")
         fed = [k for k in open_keys if len(values(k)) < len(plan[k])]
         if not fed:
-            still = ", ".join([*mean_open, *([RANGE] if open_keys else [])])
+            still = ", ".join([*mean_open, *([ranged] if open_keys else [])])
             return finish(f"the plan's cells spent, {still} not settled ({len(scores)} of "
                           f"{n * n_instances} cells)")
         unlooked = [k for k in fed if len(values(k)) < min(chunk, len(plan[k]))]
@@ -196,5 +204,5 @@ def _note(rows: int, formats: int) -> str:
     return f"{rows} resamplings in plan order, then cells for the open ones of {formats} formats"
 
 
-__all__ = ["LOOKS", "MIN_CHUNK", "applies", "chunk_for", "instance_order", "run_cell_rounds",
+__all__ = ["BY_CELLS", "LOOKS", "MIN_CHUNK", "applies", "chunk_for", "instance_order", "run_cell_rounds",
            "sequences"]
