@@ -55,7 +55,7 @@ from pytest_reliable.evaluate.stopping import (
     settled,
 )
 from pytest_reliable.space import Variant
-from pytest_reliable.stats.looks import LookedMeans
+from pytest_reliable.stats.looks import LookedMeans, look_points
 
 BY_CELLS = adaptively("cells")
 """Thresholds a search by cells settles: claims "this group's score >= limit" (the threshold
@@ -142,13 +142,13 @@ def run_cell_rounds(
             out.append(scores[cell])
         return out
 
-    def looked() -> LookedMeans:
-        return LookedMeans.of([(k, values(k), len(cells)) for k, cells in plan.items()], chunk)
+    def looked(got: Mapping[str, list[float]]) -> LookedMeans:
+        return LookedMeans.of([(k, got[k], len(cells)) for k, cells in plan.items()], chunk)
 
     def finish(reason: str) -> AdaptiveRun:
         matrix, plan_rows = cells_matrix(head, parts)
         return AdaptiveRun(matrix, len(scores) < n * n_instances, reason, head.n_resamplings,
-                           plan_rows, looked=looked())
+                           plan_rows, looked=looked({k: values(k) for k in plan}))
 
     take(head)
     next_row = head.n_resamplings
@@ -163,8 +163,8 @@ def run_cell_rounds(
             take(head)
             next_row = stop
             continue
-        groups = looked().groups
-        bounds = {g.key: (g.lower(level), g.upper(level)) for g in groups}
+        got = {k: values(k) for k in plan}
+        bounds = {g.key: (g.lower(level), g.upper(level)) for g in looked(got).groups}
         failing = [k for k, (low, high) in bounds.items() if high < limit]
         open_keys = [k for k, (low, high) in bounds.items()
                      if not settled("min", limit, low, high, decide)]
@@ -172,23 +172,21 @@ def run_cell_rounds(
             verdict = f"{failing[0]} settled below the limit" if failing else "every format settled"
             return finish(f"{verdict} after {len(scores)} of {n * n_instances} cells "
                           f"({_note(head.n_resamplings, len(plan))})")
-        fed = [k for k in open_keys if len(values(k)) < len(plan[k])]
+        fed = [k for k in open_keys if len(got[k]) < len(plan[k])]
         if not fed:
             still = ", ".join([*mean_open, *([ranged] if open_keys else [])])
             return finish(f"the plan's cells spent, {still} not settled ({len(scores)} of "
                           f"{n * n_instances} cells)")
-        unlooked = [k for k in fed if len(values(k)) < min(chunk, len(plan[k]))]
-        if unlooked:
-            chosen = unlooked
-        else:
+        # Every format to its first look; then the open format nearest to breaching the limit.
+        chosen = [k for k in fed if len(got[k]) < min(chunk, len(plan[k]))]
+        if not chosen:
             lowest = min(bounds[k][1] for k in fed)
             chosen = [k for k in fed if bounds[k][1] == lowest]
         wanted: list[tuple[int, int]] = []
         for k in chosen:
-            have = len(values(k))
-            target = next(p for p in (*range(chunk, len(plan[k]), chunk), len(plan[k]))
-                          if p > have)
-            wanted += [c for c in plan[k][have:target] if c not in scores]
+            have = len(got[k])
+            target = next(p for p in look_points(len(plan[k]), chunk) if p > have)
+            wanted += plan[k][have:target]
         part = staged.run_cells(wanted)  # never empty: each chosen format's next cell
         parts.append(part)
         take(part)
