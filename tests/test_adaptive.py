@@ -3,12 +3,9 @@ benchmark's replay of a score matrix (benchmarks/bench_adaptive.py) on a small s
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
@@ -17,8 +14,7 @@ from pytest_reliable.evaluate.adaptive import Claim, range_status, rounds, row_k
 from pytest_reliable.evaluate.schedules import Adaptive
 from pytest_reliable.evaluate.stopping import batch_size
 from pytest_reliable.space import Space
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.benchmark_scripts import BENCHMARKS, load_benchmark
 
 
 def claim(key: str, low: float, high: float) -> Claim:
@@ -82,20 +78,10 @@ def test_a_search_by_cells_sends_one_row_ahead_unless_a_mean_needs_its_rows() ->
     assert not other_grouping.by_cells
 
 
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_adaptive",
-                                                  ROOT / "benchmarks" / "bench_adaptive.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_adaptive"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_benchmark_replays_both_searches_on_a_score_matrix(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    bench = _bench()
+    bench = load_benchmark("bench_adaptive")
     space = bench.space_of(8)
     variants = list(bench._variants_by_key(space).values())
     dims = ("instruction", "enumerator", "wrapper")
@@ -123,8 +109,8 @@ def test_the_benchmark_replays_the_shipped_matrix_a_sample_of_its_space(
 ) -> None:
     """The shipped matrix holds 49 of the sentiment space's 128 formats (and an `order` key no
     space declares): the replay treats each column as one format, as measured."""
-    shipped = Path(__file__).parent.parent / "benchmarks" / "data" / "matrix_smollm2_reviews.npz"
-    assert _bench().main(["--replay", str(shipped), "--reps", "1", "--limits", "0.5"]) == 0
+    shipped = BENCHMARKS / "data" / "matrix_smollm2_reviews.npz"
+    assert load_benchmark("bench_adaptive").main(["--replay", str(shipped), "--reps", "1", "--limits", "0.5"]) == 0
     out = capsys.readouterr().out
     assert "60 instances x 49 formats" in out
     assert len([line for line in out.splitlines() if line.startswith(("ilr", "fixed"))]) == 4

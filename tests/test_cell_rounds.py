@@ -4,11 +4,6 @@ on the format that may breach the limit, and the gate decides on the same bounds
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -18,8 +13,7 @@ from pytest_reliable.contract.markers import ReliableSpec
 from pytest_reliable.evaluate import cell_rounds
 from pytest_reliable.stats.looks import FINAL_SHARE, LookedGroup, LookedMeans, look_points
 from pytest_reliable.verdict.gate import reliable_thresholds
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.benchmark_scripts import load_benchmark
 
 
 def test_looks_are_every_chunk_and_the_end() -> None:
@@ -79,21 +73,11 @@ def test_each_format_has_one_cell_per_instance_in_the_seeded_order() -> None:
     assert found["b"][3:] == [(2, i) for i in sorted((1, 3, 5), key=lambda i: rank[i])]
 
 
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_adaptive",
-                                                  ROOT / "benchmarks" / "bench_adaptive.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_adaptive"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("decide", ["fail-on-evidence", "pass-on-evidence"])
 def test_the_search_feeds_the_bad_format_and_the_gate_fails_it_on_the_same_bounds(
     decide: str,
 ) -> None:
-    bench = _bench()
+    bench = load_benchmark("bench_adaptive")
     space = bench.space_of(8)
     by_key = bench._variants_by_key(space)
     keys = list(by_key)
@@ -128,7 +112,7 @@ def test_the_search_feeds_the_bad_format_and_the_gate_fails_it_on_the_same_bound
 
 
 def test_formats_clear_of_the_limit_settle_at_their_first_look() -> None:
-    bench = _bench()
+    bench = load_benchmark("bench_adaptive")
     space = bench.space_of(8)
     index = {k: j for j, k in enumerate(bench._variants_by_key(space))}
     table = np.ones((200, 8))

@@ -3,27 +3,17 @@ item 5): the shape others replay gates on, and a rebuild from its cache that mak
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 
 from pytest_reliable.space.config import load_spaces
+from tests.benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 MATRIX = ROOT / "benchmarks" / "data" / "matrix_smollm2_reviews.npz"
-
-
-def _build_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("build_matrix",
-                                                  ROOT / "benchmarks" / "build_matrix.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_matrix_has_the_promised_arrays() -> None:
@@ -45,7 +35,7 @@ def test_the_matrix_has_the_promised_arrays() -> None:
 def test_a_rebuild_from_the_shipped_cache_makes_no_call_and_gives_the_same_matrix(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    build = _build_script()
+    build = load_benchmark("build_matrix")
 
     def no_server(*args: object, **kwargs: object) -> None:
         raise AssertionError("the rebuild started the model")
