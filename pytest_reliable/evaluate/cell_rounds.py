@@ -73,6 +73,12 @@ def applies(thresholds: Mapping[str, object], grouping: object) -> bool:
     return grouping == "formats" and len(rest) == 1 and rest <= BY_CELLS
 
 
+def first_rows(thresholds: Mapping[str, object], n: int, batch: int | None = None) -> int:
+    """The plan's resamplings a search by cells runs whole in its first round: the early
+    stopping batch when a mean needs rows in plan order, else one."""
+    return min(batch or batch_size(n), n) if set(thresholds) & RESAMPLING_MEAN else min(1, n)
+
+
 def chunk_for(instances: int) -> int:
     return max(MIN_CHUNK, math.ceil(instances / LOOKS))
 
@@ -115,7 +121,7 @@ def run_cell_rounds(
     chunk = chunk_for(n_instances)
     plan = sequences(keys, instance_order(n_instances, staged.settings.seed))
     means = sorted(set(thresholds) & RESAMPLING_MEAN)
-    step = batch or batch_size(n)
+    step = batch or batch_size(n)  # the mean's later rounds, as early stopping's
     if not applies(thresholds, "formats"):
         raise ValueError(f"a search by cells settles one of {sorted(BY_CELLS)} beside the mean "
                          f"and the canonical pass, not {sorted(thresholds)}")
@@ -126,7 +132,7 @@ def run_cell_rounds(
     # The level a format's bounds are read at: the gate's (module docstring).
     level = (1.0 - alpha / (len(plan) + others) if decide == "fail-on-evidence" else confidence)
 
-    head = staged.run(0, min(step if means else 1, n), canonical=True)
+    head = staged.run(0, first_rows(thresholds, n, batch), canonical=True)
     parts: list[ScoreMatrix] = []
     scores: dict[tuple[int, int], float] = {}
 
@@ -202,5 +208,5 @@ def _note(rows: int, formats: int) -> str:
     return f"{rows} resamplings in plan order, then cells for the open ones of {formats} formats"
 
 
-__all__ = ["BY_CELLS", "LOOKS", "MIN_CHUNK", "applies", "chunk_for", "instance_order", "run_cell_rounds",
-           "sequences"]
+__all__ = ["BY_CELLS", "LOOKS", "MIN_CHUNK", "applies", "chunk_for", "first_rows",
+           "instance_order", "run_cell_rounds", "sequences"]

@@ -32,7 +32,7 @@ from pytest_reliable.evaluate import cell_rounds
 from pytest_reliable.evaluate.adaptive import Peek, run_adaptive
 from pytest_reliable.evaluate.evaluation import Evaluator, ScoreMatrix
 from pytest_reliable.evaluate.nstar import run_auto
-from pytest_reliable.evaluate.stopping import RESAMPLING_MEAN, batch_size, run_until_settled
+from pytest_reliable.evaluate.stopping import batch_size, run_until_settled
 from pytest_reliable.evaluate.thompson import exploration_entry, run_thompson
 from pytest_reliable.models.base import AsyncModel
 from pytest_reliable.plan.sampling import dataset_option_count, n_listed_units
@@ -180,9 +180,8 @@ class Adaptive:
     def first_round(self) -> FirstRound:
         """The first round only (the plan's first rows, every group; one row when a search by
         cells has no mean to bound): later rounds depend on its answers."""
-        first = self.batch or batch_size(self.n)
-        if self.by_cells and not set(self.thresholds) & RESAMPLING_MEAN:
-            first = 1
+        first = (cell_rounds.first_rows(self.thresholds, self.n, self.batch) if self.by_cells
+                 else self.batch or batch_size(self.n))
         return FirstRound(self.n, first_stage=first, size_known=False)
 
 

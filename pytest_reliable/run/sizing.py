@@ -780,12 +780,13 @@ def _adaptive_rounds(spec: Any, n: int, instances: int, k: int) -> str:
     """An adaptive test's worst case and first round (the expected calls of a range are not
     simulated: the worst case is what a plan can promise)."""
     from pytest_reliable.evaluate import cell_rounds
-    from pytest_reliable.evaluate.stopping import RESAMPLING_MEAN, batch_size
+    from pytest_reliable.evaluate.stopping import batch_size
 
-    named = {name for name in RELIABLE_THRESHOLDS if getattr(spec, name, None) is not None}
+    named: dict[str, None] = dict.fromkeys(name for name in RELIABLE_THRESHOLDS
+                                           if getattr(spec, name, None) is not None)
     worst = f"; search='adaptive': that is the worst case (all {n} resamplings); "
-    if cell_rounds.applies(dict.fromkeys(named), spec.grouping()):
-        first = min(batch_size(n) if named & RESAMPLING_MEAN else 1, n)
+    if cell_rounds.applies(named, spec.grouping()):
+        first = cell_rounds.first_rows(named, n)
         return worst + (f"single cells, {cell_rounds.chunk_for(instances)} instances per look of "
                         f"a format, stop once every threshold is settled, at least "
                         f"{instances * (first + k)} calls (the first round)")
