@@ -414,3 +414,17 @@ def test_the_plan_says_when_no_n_can_and_how_many_instances_would() -> None:
     assert found.instances == 299  # 0.05^(1/N) >= 0.99 from N = 299 on
     text = found.describe("pass-on-evidence", 10)
     assert "no n up to --reliable-n-max=50" in text and "N >= 299 instances" in text
+
+
+def test_a_fixed_mode_fail_on_evidence_min_worst_is_sized_from_one_format_up() -> None:
+    # The size suggestion starts at n=1: one format in fixed mode, where the hardest compliant
+    # model has no other format to place at the limit (this once divided by zero).
+    from pytest_reliable.contract.markers import ReliableSpec
+
+    space = _space()
+    spec = ReliableSpec(space=space, n=8, mode="fixed", min_worst=0.2, decide="fail-on-evidence")
+    one, _ = plan_report.plan_design(spec, space, 60, 1, 4, "fail-on-evidence")
+    assert one.layout is not None and one.layout.formats == 1
+    assert plan_report.reachable("min_worst", 0.2, one)  # a format at 0 is shown below 0.2
+    found = plan_report.suggest_size(spec, space, 60, 4, "fail-on-evidence", 1000)
+    assert found is not None and found.n == 1

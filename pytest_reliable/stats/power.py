@@ -617,7 +617,7 @@ def _configuration(layout: RangeLayout, threshold: str, decide: Policy, limit: f
     if threshold in ("min_worst", "min_median"):
         if decide == "fail-on-evidence" and threshold == "min_worst":
             k = sizes[0]
-            rest = (k * limit - x) / (k - 1)
+            rest = (k * limit - x) / (k - 1) if k > 1 else limit  # one group: no rest to place
             effects = [np.r_[x - limit, np.full(k - 1, rest - limit)], *zero[1:]]
             return effects, limit
         return zero, x
