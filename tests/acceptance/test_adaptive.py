@@ -324,7 +324,7 @@ def test_the_plan_sizes_a_search_by_cells_through_its_own_bounds(
     out = result.stdout.str()
     figures = dict(re.findall(r"(test_by_cells|test_whole_rows).*?min_worst=0\.2: fails on "
                               r"evidence with 80% probability only if the true worst group's "
-                              r"score is <= (\d\.\d\d)", out, re.S))
+                              r"score is <= (\d\.\d\d)", out, re.DOTALL))
     assert float(figures["test_by_cells"]) >= 0.04, out
     assert float(figures["test_whole_rows"]) < float(figures["test_by_cells"]), out
     assert "every one of 8 formats through the search's exact bounds at its last look" in out
