@@ -428,3 +428,60 @@ def test_a_fixed_mode_fail_on_evidence_min_worst_is_sized_from_one_format_up() -
     assert plan_report.reachable("min_worst", 0.2, one)  # a format at 0 is shown below 0.2
     found = plan_report.suggest_size(spec, space, 60, 4, "fail-on-evidence", 1000)
     assert found is not None and found.n == 1
+
+
+# -- a search by cells (SPEC section 14) is sized through its own bounds ------------------------
+def _wide_space() -> object:
+    from pytest_reliable.space import Space
+
+    return Space.from_mapping("sim", {  # 2 x 4 x 4 x 4 = 128 formats
+        "instruction": ["a", "b"], "wrapper": ["({})", "{}.", "[{}]", "{}:"],
+        "enumerator": ["upper", "lower", "number", "roman"],
+        "option_separator": ["\n", "; ", " | ", ", "],
+    })
+
+
+def _looked_rate(limit: float, levels: list[float], level: float, failing: bool) -> float:
+    """Exactly, through `stats.LookedGroup` at each format's last look (all 60 instances, looks
+    of 10): the probability that a search by cells fails (any format's upper bound below the
+    limit) or passes (every format's lower bound at the limit), formats independent."""
+    n_inst = 60
+    shown = []
+    for k in range(n_inst + 1):
+        group = stats.LookedGroup("f", np.r_[np.ones(k), np.zeros(n_inst - k)], n_inst, 10)
+        shown.append(group.upper(level) < limit if failing else group.lower(level) >= limit)
+    each = [float((scipy_stats.binom.pmf(np.arange(n_inst + 1), n_inst, p) * shown).sum())
+            for p in levels]
+    return 1.0 - math.prod(1.0 - r for r in each) if failing else math.prod(each)
+
+
+@pytest.mark.parametrize(("decide", "limit"), [("fail-on-evidence", 0.2),
+                                               ("pass-on-evidence", 0.3)])
+def test_a_search_by_cells_is_sized_through_its_own_bounds(decide: str, limit: float) -> None:
+    from pytest_reliable.contract.markers import ReliableSpec
+
+    space = _wide_space()
+    spec = ReliableSpec(space=space, n=8, mode="fixed", min_worst=limit, decide=decide,
+                        search="adaptive")
+    uniform, _ = plan_report.plan_design(spec, space, 60, 8, 4, decide, "uniform")
+    design, _ = plan_report.plan_design(spec, space, 60, 8, 4, decide)  # the marker's search
+    assert uniform.cells_chunk == 0 and design.cells_chunk == 10
+    assert design.layout is not None and design.layout.formats == 8 and design.layout.sampled
+    found = resolve("min_worst", limit, design)
+    assert found.value is not None
+    assert "every one of 8 formats through the search's exact bounds at its last look" in \
+        found.note
+    failing = decide == "fail-on-evidence"
+    if failing:
+        # The uniform gate's paired estimator needs a format at 0; the search's exact bound of a
+        # format's 60 instances (upper ~0.08 at 0 of 60) catches one at 0.05.
+        assert resolve("min_worst", limit, uniform).value == pytest.approx(0.0, abs=0.005)
+        assert found.value > 0.04
+        levels = [found.value, *[(8 * limit - found.value) / 7] * 7]
+        level = 1.0 - 0.05 / 8  # Holm's first step over the test's 8 claims
+    else:
+        levels, level = [found.value] * 8, 0.95
+    assert _looked_rate(limit, levels, level, failing) >= power.POWER
+    # And it is no looser than it needs be: a little nearer the limit, the rate falls short.
+    nearer = [p + (0.02 if failing else -0.02) for p in levels]
+    assert _looked_rate(limit, nearer, level, failing) < power.POWER

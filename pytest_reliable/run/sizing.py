@@ -30,6 +30,7 @@ from pytest_reliable.contract.vocabulary import (
 )
 from pytest_reliable.errors import ReliableError
 from pytest_reliable.stats import power
+from pytest_reliable.stats.looks import FINAL_SHARE
 
 # The power calculations are `stats.power`'s; --reliable-plan's names for them stay importable here.
 from pytest_reliable.stats.power import POWER as POWER
@@ -53,7 +54,9 @@ METHOD = (
     "the least favourable structure's, the range beside it spans them; pass@k, pass^k, maj@k "
     "and circular exact (binomial through the exact bound); min_lower_ci exact (binomial through "
     "the Wilson bound); max_std by simulation too, for a model whose resamplings differ by chance "
-    "alone"
+    "alone; a search by cells' min_worst through its own exact bound of each format at its last "
+    "look (earlier looks only add chances for it to go the policy's way: the figure is on the "
+    "safe side)"
 )
 RANGES = ("min_worst", "max_spread", "min_median")
 BINOMIAL = ("min_pass_at_k", "min_pass_hat_k", "min_maj_at_k", "min_circular")
@@ -392,6 +395,11 @@ def _best_model(name: str, failing: bool) -> str:
 
 def _range_note(name: str, design: Design) -> str:
     assert design.layout is not None
+    if name == "min_worst" and design.cells_chunk and design.decide != "estimate":
+        return (f"simulated: every one of {design.layout.groups} formats through the search's "
+                "exact bounds at its last look (Clopper-Pearson at "
+                f"{FINAL_SHARE:g} of alpha; its earlier looks only add chances: on the safe "
+                f"side), under the least favourable of {len(power.STRUCTURES)} answer structures")
     what = (f"every one of {design.layout.pairs} pairs" if name == "max_spread"
             else f"every one of {design.layout.groups} groups" if name == "min_worst"
             else f"the median of {design.layout.groups} groups")
@@ -530,7 +538,7 @@ SIZE_N_FACTOR = 64
 
 
 def suggest_size(spec: Any, space: Any, instances: int, n_options: int, decide: Policy,
-                 n_max: int) -> SizeSuggestion | None:
+                 n_max: int, search: str | None = None) -> SizeSuggestion | None:
     """The smallest n in [1, ``n_max``] at which every threshold of ``spec`` is `reachable`
     (bisection: more resamplings never make a threshold harder to reach), and when none is, the
     smallest N that is at ``n_max`` (doubling, then bisection). None: no threshold."""
@@ -541,7 +549,7 @@ def suggest_size(spec: Any, space: Any, instances: int, n_options: int, decide: 
 
     @functools.cache
     def blocking(n: int, n_inst: int) -> tuple[str, ...]:
-        design, _ = plan_design(spec, space, n_inst, n, n_options, decide)
+        design, _ = plan_design(spec, space, n_inst, n, n_options, decide, search)
         return tuple(name for name in names
                      if not reachable(name, float(getattr(spec, name)), design))
 
@@ -618,8 +626,30 @@ def grouping_of(space: Any, mode: Mode, group_by: Any, instances: int, resamplin
                     layout)
 
 
+def searched(spec: Any, settings: Any = None) -> str:
+    """The test's search (SPEC section 14): its marker's, else ``--reliable-search``'s."""
+    return str(getattr(spec, "search", None) or getattr(settings, "search", None) or "uniform")
+
+
+def by_cells(spec: Any, search: str) -> bool:
+    """Whether a test searched by ``search`` is decided by a search by cells
+    (`evaluate.cell_rounds.applies` on its thresholds and grouping)."""
+    from pytest_reliable.evaluate import cell_rounds
+
+    return search == "adaptive" and cell_rounds.applies(_named(spec), spec.grouping())
+
+
+def _named(spec: Any) -> dict[str, None]:
+    return dict.fromkeys(name for name in RELIABLE_THRESHOLDS
+                         if getattr(spec, name, None) is not None)
+
+
 def plan_design(spec: Any, space: Any, instances: int, resamplings: int, n_options: int,
-                decide: Policy) -> tuple[Design, Grouping | None]:
+                decide: Policy, search: str | None = None) -> tuple[Design, Grouping | None]:
+    """The design ``--reliable-plan`` simulates; ``search`` (None: the marker's, else uniform)
+    says whether a search by cells decides ``min_worst`` (`Design.cells_chunk`)."""
+    from pytest_reliable.evaluate import cell_rounds
+
     thresholds = [name for name in (*MIN_THRESHOLDS, *MAX_THRESHOLDS)
                   if getattr(spec, name, None) is not None]
     grouping = None
@@ -642,6 +672,8 @@ def plan_design(spec: Any, space: Any, instances: int, resamplings: int, n_optio
         groups=grouping.groups if grouping else 0, pairs=grouping.pairs if grouping else 0,
         hypotheses=max(hypotheses, 1), mode=mode, units=units or 0,
         sampled=mode == "fixed" and (units is None or resamplings < units),
+        cells_chunk=(cell_rounds.chunk_for(instances)
+                     if by_cells(spec, search or searched(spec)) else 0),
     )
     return design, grouping
 
@@ -673,7 +705,7 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
         n = int(spec.n or (settings.n if isinstance(settings.n, int) else 10))
         sizes = Sizes(n, n)
         detail = f"{instances} instances x ({_resamplings(n)} + k={k}) = {instances * (n + k)}"
-        if (getattr(spec, "search", None) or getattr(settings, "search", "uniform")) == "adaptive":
+        if searched(spec, settings) == "adaptive":
             detail += _adaptive_rounds(spec, n, instances, k)
     else:
         n_max = int(getattr(settings, "n_max", 1000))
@@ -727,7 +759,8 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
     if likely is not None:
         likely = replace(likely, calls=calls, usd=None if spend is None else spend.total_usd)
     n_options = dataset_option_count(dataset)
-    design, grouping = plan_design(spec, space, instances, n, n_options, decide)
+    design, grouping = plan_design(spec, space, instances, n, n_options, decide,
+                                   searched(spec, settings))
     if spec.k > 1 and (spec.temperature or 0.0) == 0.0 and \
             float(space.canonical_variant().temperature) == 0.0:
         notes.append(f"k={spec.k} at temperature 0: the k samples repeat one answer")
@@ -744,7 +777,8 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
     if worst is not None:
         calls_max = worst.calls(instances, k, baseline is not None, pairwise) + shifts
     suggestion = suggest_size(spec, space, instances, n_options, decide,
-                              int(getattr(settings, "n_max", None) or 1000))
+                              int(getattr(settings, "n_max", None) or 1000),
+                              searched(spec, settings))
     return TestPlan(nodeid, "reliable", instances, calls, detail, decide,
                     grouping.label if grouping else None, resolutions, notes,
                     judge_calls, judge_detail, spend.as_dict() if spend is not None else None,
@@ -760,8 +794,7 @@ def _expected_stop(spec: Any, settings: Any, design: Design, resolutions: list[R
 
     if spec.n is None and settings.n == "auto":
         return ""
-    adaptive = (getattr(spec, "search", None) or getattr(settings, "search", "uniform")) \
-        == "adaptive"
+    adaptive = searched(spec, settings) == "adaptive"
     stop_early = spec.stop_early if spec.stop_early is not None else settings.stop_early
     thresholds: dict[str, tuple[str, float]] = {
         name: (direction, float(getattr(spec, name)))
@@ -782,10 +815,9 @@ def _adaptive_rounds(spec: Any, n: int, instances: int, k: int) -> str:
     from pytest_reliable.evaluate import cell_rounds
     from pytest_reliable.evaluate.stopping import batch_size
 
-    named: dict[str, None] = dict.fromkeys(name for name in RELIABLE_THRESHOLDS
-                                           if getattr(spec, name, None) is not None)
+    named = _named(spec)
     worst = f"; search='adaptive': that is the worst case (all {n} resamplings); "
-    if cell_rounds.applies(named, spec.grouping()):
+    if by_cells(spec, "adaptive"):
         first = cell_rounds.first_rows(named, n)
         return worst + (f"single cells, {cell_rounds.chunk_for(instances)} instances per look of "
                         f"a format, stop once every threshold is settled, at least "

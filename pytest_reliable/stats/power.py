@@ -29,6 +29,12 @@ package. The method, in brief (`run.sizing` prints it with every plan):
   value the policy's outcome reaches 80% under every structure) and the spread over them. A
   threshold that does not reach 80% even at the most favourable truth, under some structure,
   cannot go that way at this size, and the plan says so.
+- ``min_worst`` of a search by cells (``search="adaptive"``, `Design.cells_chunk`): through the
+  search's own bounds (`_cells_outcome_rate`): each format's exact bound over its instances at
+  its last look, at `stats.looks.FINAL_SHARE` of the claim's alpha. Earlier looks only add
+  chances for the threshold to go the policy's way (a look settles a format the other way only
+  when its bound misses the truth, at most that look's share of alpha), so the figure is on the
+  safe side.
 - The canonical interval (``min_lower_ci``): exact, from the binomial distribution of the
   canonical pass's N first samples through the Wilson lower bound; no assumption about rho.
 - A standard deviation (``max_std``): by simulation through the gate's own bound
@@ -54,6 +60,7 @@ from pytest_reliable.contract.vocabulary import DEFAULT_POLICY, Mode, Policy
 from pytest_reliable.stats import groups as g
 from pytest_reliable.stats._validation import FloatArray
 from pytest_reliable.stats.groups import Tally
+from pytest_reliable.stats.looks import FINAL_SHARE, look_points
 from pytest_reliable.stats.proportions import wilson_interval
 
 POWER = 0.8
@@ -82,6 +89,10 @@ class Design:
     sampled: bool = False
     """Fixed mode over a space larger than its resamplings: the mean's bound has a second part,
     the resamplings' spread (`bounded.TwoSourceMean`)."""
+    cells_chunk: int = 0
+    """A search by cells decides ``min_worst`` (`evaluate.cell_rounds.applies`): the instances
+    per look of a format's sequence (`cell_rounds.chunk_for`); 0: the uniform gate's paired
+    estimator does."""
 
 
 def lower_ci_needed(limit: float, design: Design) -> int | None:
@@ -642,6 +653,8 @@ def range_outcome_rate(layout: RangeLayout, design: Design, threshold: str, limi
     model at value ``x`` (`_configuration`), through the gate's own estimator and bounds
     (`stats.groups`), under ``structure``. Fail-on-evidence uses Bonferroni over the test's
     claims (``hypotheses``), which never rejects more than Holm: the figure is on the safe side."""
+    if design.cells_chunk and threshold == "min_worst" and design.decide != "estimate":
+        return _cells_outcome_rate(layout, design, limit, x, draws, structure)
     effects, centre = _configuration(layout, threshold, design.decide, limit, x)
     scores = _scores(draws, _unit_levels(layout, draws, effects, centre), structure)
     failing = design.decide == "fail-on-evidence"
@@ -723,6 +736,57 @@ def range_outcome_rate(layout: RangeLayout, design: Design, threshold: str, limi
         median = np.median(np.concatenate(medians, axis=1), axis=1)
         outcome = median < limit if failing else median >= limit - 1e-12
     return float(outcome.mean())
+
+
+def _cells_outcome_rate(layout: RangeLayout, design: Design, limit: float, x: float,
+                        draws: _Draws, structure: Structure) -> float:
+    """``min_worst`` of a search by cells (`evaluate.cell_rounds`): the share of simulated runs
+    that go the policy's way for the hardest model at ``x`` (`_configuration`: under
+    fail-on-evidence one format at x and the rest at or above the limit, under pass-on-evidence
+    every format at x), under ``structure``.
+
+    Each format's sequence is one cell per instance it was given (one answer per prompt: every
+    cell of a format on an instance is that answer); its 0/1 scores are bounded as
+    `stats.looks.LookedGroup` bounds them at its last look: Clopper-Pearson (the binomial test
+    `bounded.BoundedMean.p_below` / ``p_above`` is), at `FINAL_SHARE` of the claim's alpha
+    (all of it for a sequence of one look). The claim's alpha is the gate's: ``alpha /
+    hypotheses`` under fail-on-evidence (Bonferroni over the test's claims, Holm's first step:
+    the search and the gate fail a format exactly there), alpha under pass-on-evidence (every
+    format its own claim).
+
+    Only the last look is read: a search also reads each format at its earlier looks, and these
+    only add chances for the threshold to go the policy's way (a look settles a format the other
+    way only when its bound misses the truth, which its share of alpha bounds), so the rate is
+    on the safe side. The earlier looks are not simulated because which rows the first round
+    and a mean's rounds run whole (and so which looks are skipped) depends on the other
+    thresholds' path."""
+    if not layout.formats:
+        raise ValueError("a search by cells groups by formats")
+    effects, centre = _configuration(layout, "min_worst", design.decide, limit, x)
+    scores = _scores(draws, _unit_levels(layout, draws, effects, centre), structure)
+    reps, _, n_inst = scores.shape
+    groups = layout.formats
+    # Per (simulated run, format, instance): whether the format has a cell there, and its score.
+    flat = ((np.arange(reps)[:, None, None] * groups + draws.units[draws.codes, 0]) * n_inst
+            + np.arange(n_inst)[None, None, :]).ravel()
+    given = np.zeros(reps * groups * n_inst, dtype=bool)
+    right = np.zeros(reps * groups * n_inst)
+    given[flat] = True
+    right[flat] = scores.ravel()
+    length = given.reshape(reps, groups, n_inst).sum(axis=2)
+    ones = np.rint(right.reshape(reps, groups, n_inst).sum(axis=2))
+    shares = np.array([1.0 if len(look_points(m, design.cells_chunk)) <= 1 else FINAL_SHARE
+                       for m in range(n_inst + 1)])
+    failing = design.decide == "fail-on-evidence"
+    alpha = (1.0 - design.confidence) / (max(design.hypotheses, 1) if failing else 1)
+    allowed = alpha * shares[length]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if failing:  # p of "this format's score >= limit" (p_below): its upper bound < limit
+            shown = _sps.binom.cdf(ones, length, min(limit, 1.0)) <= allowed
+        else:  # p of "... < limit" (p_above): its lower bound >= limit
+            shown = _sps.binom.sf(ones - 1, length, max(limit, 0.0)) <= allowed
+    shown &= length > 0  # a format with no cell has no evidence either way
+    return float((shown.any(axis=1) if failing else shown.all(axis=1)).mean())
 
 
 def _estimate_rate(draws: _Draws, scores: FloatArray, threshold: str, limit: float) -> float:

@@ -303,3 +303,29 @@ def test_the_plan_of_a_search_by_cells_states_its_looks_and_first_round(
         "*40 instances x (16 resamplings + k=1) = 680; search='adaptive': that is the worst case "
         "(all 16 resamplings); single cells, 10 instances per look of a format, stop once every "
         "threshold is settled, at least 80 calls (the first round)*"])
+
+
+PLAN_SPACE = SPACE + '''    instruction: ["Pick one.", "Choose."]
+'''
+
+PLAN_TESTS = BY_CELLS.replace("range(40)", "range(60)").replace(
+    'n=16, min_worst=0.5', 'n=8, min_worst=0.2').replace("{decide}", ', decide="fail-on-evidence"')
+
+
+def test_the_plan_sizes_a_search_by_cells_through_its_own_bounds(
+    pytester: pytest.Pytester,
+) -> None:
+    """A search by cells decides min_worst on each format's exact bound over its instances, not
+    on the uniform gate's paired estimator: 8 of 16 formats, 60 instances, fail-on-evidence
+    min_worst=0.2 catches a format at 0.05 (it once said <= 0.00, the uniform gate's figure)."""
+    write_project(pytester, test_file=PLAN_TESTS, conftest=ALWAYS_RIGHT, yaml_text=PLAN_SPACE)
+    result = pytester.runpytest_subprocess("--reliable-plan")
+    assert result.ret == 0
+    out = result.stdout.str()
+    figures = dict(re.findall(r"(test_by_cells|test_whole_rows).*?min_worst=0\.2: fails on "
+                              r"evidence with 80% probability only if the true worst group's "
+                              r"score is <= (\d\.\d\d)", out, re.DOTALL))
+    assert float(figures["test_by_cells"]) >= 0.04, out
+    assert float(figures["test_whole_rows"]) < float(figures["test_by_cells"]), out
+    assert "every one of 8 formats through the search's exact bounds at its last look" in out
+    assert "every one of 8 groups through the gate's bounds" in out  # the uniform test's
