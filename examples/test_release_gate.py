@@ -92,6 +92,22 @@ def test_no_wording_breaks_it_unless_shown(reliable, reviews, sentiment):
     reliable.evaluate(reviews, sentiment)
 
 
+# The same question format by format: in fixed mode each resampling is one whole format (its
+# wording and option order) on all 60 reviews, so a broken format is seen in 60 answers, not 2.
+# search="adaptive" decides it by single cells (SPEC 14): each format gets looks of 10 reviews
+# and more only while its exact bound still straddles the limit, so a format the model reads like
+# a coin is let go after 20-50 reviews. It fails on evidence only if some format's upper bound
+# falls below 0.2 (labels read backwards far more often than by chance). The plan: fails on
+# evidence with 80% probability only if the true worst format's score is <= 0.05 (the uniform
+# gate, one resampling per format, only at 0); the survey's worst format was 0.40. The uniform
+# search asks all 8 x 60 = 480 cells for the same verdict; the report's stop_reason says how many
+# this run needed (300 in the runs README quotes).
+@pytest.mark.reliable(space="sentiment", mode="fixed", n=8, decide="fail-on-evidence",
+                      min_worst=0.2, search="adaptive")
+def test_no_format_breaks_it(reliable, reviews, sentiment):
+    reliable.evaluate(reviews, sentiment)
+
+
 # The release question: does the canonical score hold under rewording? min_score=0.8 is about
 # what the canonical prompt scores. The plan: fails on evidence with 80% probability only if the
 # true mean over the space is <= 0.68 (0.65-0.73 for any intra-instance correlation); the
