@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -53,8 +54,13 @@ def test_the_session_chooses_one_strategy_per_test(tmp_path: Path) -> None:
     assert chosen(session(tmp_path, n=4), ReliableSpec(space="wrappers", n=7)) == FixedN(7)
     early = chosen(session(tmp_path, stop_early=True),
                    ReliableSpec(space="wrappers", n=30, min_score=0.5, max_std=0.2))
+    assert isinstance(early, StopEarly) and early.gate_bound is not None
     assert early == StopEarly(30, {"min_score": ("min", 0.5), "max_std": ("max", 0.2)},
-                              decide="pass-on-evidence", confidence=0.95)
+                              decide="pass-on-evidence", confidence=0.95,
+                              gate_bound=early.gate_bound)
+    # A stop asks the gate's own bound on the mean: ilr mode's, on the test's space.
+    bound = early.gate_bound
+    assert isinstance(bound, functools.partial) and bound.keywords["mode"] == "ilr"
     # The marker's stop_early=False wins over the option.
     assert chosen(session(tmp_path, stop_early=True),
                   ReliableSpec(space="wrappers", n=5, stop_early=False)) == FixedN(5)

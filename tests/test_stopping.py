@@ -13,6 +13,7 @@ from pytest_reliable.evaluate.stopping import (
     batch_size,
     check,
     check_step,
+    gate_agrees,
     mean_bounds,
     settled,
 )
@@ -96,3 +97,56 @@ def test_a_first_batch_then_about_thirty_checks() -> None:
     assert batch_size(30) == 2 and batch_size(100) == 5
     assert check_step(30) == 1 and check_step(31) == 2 and check_step(100) == 4
     assert check_step(1) == 1
+
+
+def _fixed_mode(seed: int) -> np.ndarray:
+    """30 resamplings x 100 instances of a fixed-mode gate: one format per resampling, whose
+    effect (+-0.05) every instance shares; the model is about 0.1 above a limit of 0.7."""
+    rng = np.random.default_rng(seed)
+    a = np.clip(0.8 + 0.15 * rng.standard_normal(100), 0.05, 0.95)
+    f = 0.05 * rng.choice([-1.0, 1.0], 30)
+    return (rng.random((30, 100)) < np.clip(a[None, :] + f[:, None], 0, 1)).astype(float)
+
+
+def test_a_stop_waits_until_the_gates_own_bound_decides_as_the_anytime_bounds_do() -> None:
+    """Seed 92: after 14 resamplings the anytime bounds clear 0.7, but the fixed-mode gate's own
+    bound (Gaffke + t, at alpha/2 each) is 0.697 there: stopping would have failed a model whose
+    full run passes (0.725). With the gate's bound given, the check waits."""
+    scores = _fixed_mode(92)
+    kwargs = {"decide": "pass-on-evidence", "confidence": 0.95, "n_planned": 30}
+    thresholds = {"min_score": ("min", 0.7)}
+    first = next(m for m in range(2, 30) if check(thresholds, scores[:m], **kwargs).stop)
+    assert first == 14  # where the anytime bounds alone stop
+    gate = stats.mean_bound(scores[:first], two_way=True)
+    assert gate.lower(0.95) < 0.7
+    waited = check(thresholds, scores[:first], gate=gate, **kwargs)
+    assert not waited.stop and "gate's own bound" in waited.reason
+    stop = next((m for m in range(first + 1, 30) if check(
+        thresholds, scores[:m], gate=stats.mean_bound(scores[:m], two_way=True), **kwargs).stop),
+        30)  # or the full run
+    assert stats.mean_bound(scores[:stop], two_way=True).lower(0.95) >= 0.7
+    assert stats.mean_bound(scores, two_way=True).lower(0.95) >= 0.7  # the full run passes
+
+
+def test_the_gate_can_disagree_only_with_the_side_its_policy_needs_evidence_for() -> None:
+    narrow = stats.mean_bound(_fixed_mode(3)[:20], two_way=True)  # about [0.68, 0.82]
+    wide = stats.mean_bound(_fixed_mode(3)[:3, :10], two_way=True)
+    for gate in (narrow, wide):
+        # A settled failure under pass-on-evidence, a settled pass under fail-on-evidence and
+        # either under estimate: the gate's bound sits beyond its own point estimate.
+        assert gate_agrees("min", 0.95, 0.5, 0.9, gate, decide="pass-on-evidence",
+                           confidence=0.95)
+        assert gate_agrees("min", 0.3, 0.5, 0.9, gate, decide="fail-on-evidence",
+                           confidence=0.95)
+        assert gate_agrees("min", 0.3, 0.5, 0.9, gate, decide="estimate", confidence=0.95)
+    assert gate_agrees("min", 0.65, 0.66, 0.9, narrow, decide="pass-on-evidence",
+                       confidence=0.95)
+    assert not gate_agrees("min", 0.65, 0.66, 0.9, wide, decide="pass-on-evidence",
+                           confidence=0.95)
+    assert gate_agrees("min", 0.85, 0.5, 0.84, narrow, decide="fail-on-evidence",
+                       confidence=0.95)
+    assert not gate_agrees("min", 0.85, 0.5, 0.84, wide, decide="fail-on-evidence",
+                           confidence=0.95)
+    # Holm's strictest level for a family of claims: alpha / family.
+    assert not gate_agrees("min", 0.85, 0.5, 0.84, narrow, decide="fail-on-evidence",
+                           confidence=0.95, family=1000)

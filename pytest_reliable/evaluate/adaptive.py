@@ -46,8 +46,9 @@ from pytest_reliable.evaluate.stopping import (
     CANONICAL_ONLY,
     RESAMPLING_MEAN,
     SEQUENCE,
+    GateBound,
     batch_size,
-    mean_bounds,
+    mean_settled,
     settled,
 )
 from pytest_reliable.space import Space, Variant
@@ -132,8 +133,10 @@ def run_adaptive(
     keys_of_row: Callable[[int], frozenset[str]],
     batch: int | None = None,
     sequence: str = SEQUENCE,
+    gate_bound: GateBound | None = None,
 ) -> AdaptiveRun:
-    """Run ``staged``'s plan in rounds until every threshold is settled (module docstring)."""
+    """Run ``staged``'s plan in rounds until every threshold is settled (module docstring);
+    ``gate_bound``: the gate's own bound on the mean (`stopping.gate_agrees`)."""
     n = staged.settings.n
     step = batch or batch_size(n)
     most = rounds(n, step)
@@ -160,9 +163,12 @@ def run_adaptive(
         mean_open = []
         for name, (direction, limit) in sorted(thresholds.items()):
             if name in RESAMPLING_MEAN:
-                bounds = mean_bounds(matrix.scores[:uniform], confidence, sequence=sequence,
-                                     t_opt=max(10, n // 4))
-                if not settled(direction, limit, bounds.low, bounds.high, decide):
+                drawn = matrix.head(uniform)
+                done, _ = mean_settled(
+                    direction, limit, drawn.scores, decide=decide, confidence=confidence,
+                    sequence=sequence, t_opt=max(10, n // 4), family=len(thresholds),
+                    gate=gate_bound(drawn) if gate_bound is not None else None)
+                if not done:
                     mean_open.append(name)
         claims = peek(matrix, uniform, peek_confidence) if ranged else {}
         open_keys: dict[str, frozenset[str]] = {}

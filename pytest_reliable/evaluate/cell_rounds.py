@@ -50,8 +50,9 @@ from pytest_reliable.evaluate.stopping import (
     CANONICAL_ONLY,
     RESAMPLING_MEAN,
     SEQUENCE,
+    GateBound,
     batch_size,
-    mean_bounds,
+    mean_settled,
     settled,
 )
 from pytest_reliable.space import Variant
@@ -113,8 +114,10 @@ def run_cell_rounds(
     key_of: Callable[[Variant], str],
     batch: int | None = None,
     sequence: str = SEQUENCE,
+    gate_bound: GateBound | None = None,
 ) -> AdaptiveRun:
-    """Run ``staged``'s plan by cells until every threshold is settled (module docstring)."""
+    """Run ``staged``'s plan by cells until every threshold is settled (module docstring);
+    ``gate_bound``: the gate's own bound on the mean (`stopping.gate_agrees`)."""
     n = staged.settings.n
     keys = [[key_of(v) for v in staged.row_variants(r)] for r in range(n)]
     n_instances = len(keys[0]) if keys else 0
@@ -161,8 +164,10 @@ def run_cell_rounds(
     while True:
         if head.problems or any(p.problems for p in parts):
             return finish("calls did not complete; stopped")
-        mean_open = [name for name in means if not settled(
-            *thresholds[name], *_mean_low_high(head, confidence, sequence, n), decide)]
+        mean_open = [name for name in means if not mean_settled(
+            *thresholds[name], head.scores, decide=decide, confidence=confidence,
+            sequence=sequence, t_opt=max(10, n // 4), family=len(thresholds),
+            gate=gate_bound(head) if gate_bound is not None else None)[0]]
         if mean_open and next_row < n:
             stop = min(n, next_row + step)
             head = append_resamplings(head, staged.run(next_row, stop, canonical=False))
@@ -196,12 +201,6 @@ def run_cell_rounds(
         part = staged.run_cells(wanted)  # never empty: each chosen format's next cell
         parts.append(part)
         take(part)
-
-
-def _mean_low_high(matrix: ScoreMatrix, confidence: float, sequence: str, n: int
-                   ) -> tuple[float, float]:
-    bounds = mean_bounds(matrix.scores, confidence, sequence=sequence, t_opt=max(10, n // 4))
-    return bounds.low, bounds.high
 
 
 def _note(rows: int, formats: int) -> str:

@@ -32,7 +32,7 @@ from pytest_reliable.evaluate import cell_rounds
 from pytest_reliable.evaluate.adaptive import Peek, run_adaptive
 from pytest_reliable.evaluate.evaluation import Evaluator, ScoreMatrix
 from pytest_reliable.evaluate.nstar import run_auto
-from pytest_reliable.evaluate.stopping import batch_size, run_until_settled
+from pytest_reliable.evaluate.stopping import GateBound, batch_size, run_until_settled
 from pytest_reliable.evaluate.thompson import exploration_entry, run_thompson
 from pytest_reliable.models.base import AsyncModel
 from pytest_reliable.plan.sampling import dataset_option_count, n_listed_units
@@ -127,10 +127,13 @@ class StopEarly:
     """name -> (direction, limit) of the test's thresholds."""
     decide: str
     confidence: float
+    gate_bound: GateBound | None = None
+    """The bound the gate decides the mean on: a verdict is settled only when it agrees."""
 
     def run(self, evaluator: Evaluator) -> GateRun:
         stopped = run_until_settled(evaluator.staged(self.n), self.thresholds,
-                                    decide=self.decide, confidence=self.confidence)
+                                    decide=self.decide, confidence=self.confidence,
+                                    gate_bound=self.gate_bound)
         return GateRun(stopped.matrix, stopped_early=stopped.stopped_early,
                        stop_reason=stopped.reason)
 
@@ -154,6 +157,8 @@ class Adaptive:
     """The range keys of the groups cells with these variants fall in (`adaptive.row_keys`)."""
     batch: int | None = None
     grouping: str | tuple[str, ...] = "formats"
+    gate_bound: GateBound | None = None
+    """The bound the gate decides the mean on: a verdict is settled only when it agrees."""
 
     @property
     def by_cells(self) -> bool:
@@ -165,12 +170,12 @@ class Adaptive:
         if self.by_cells:
             ran = cell_rounds.run_cell_rounds(
                 staged, self.thresholds, decide=self.decide, confidence=self.confidence,
-                key_of=lambda v: v.format_key, batch=self.batch)
+                key_of=lambda v: v.format_key, batch=self.batch, gate_bound=self.gate_bound)
         else:
             ran = run_adaptive(staged, self.thresholds, decide=self.decide,
                                confidence=self.confidence, peek=self.peek,
                                keys_of_row=lambda r: self.keys_of(staged.row_variants(r)),
-                               batch=self.batch)
+                               batch=self.batch, gate_bound=self.gate_bound)
         return GateRun(ran.matrix, stopped_early=ran.stopped_early, stop_reason=ran.reason,
                        search="adaptive",
                        uniform_rows=(ran.uniform_rows

@@ -41,15 +41,20 @@ What the bounds cover, honestly:
   canonical pass alone (``min_lower_ci``, ``min_pass_at_k``, ``min_pass_hat_k``) do not change
   with more resamplings and are settled after the first batch. Group ranges and ``max_std`` have
   no anytime-valid bound here: a test with any of them runs all n resamplings (the report says so).
-- When the run stops, the gate decides on the resamplings it ran with its own (fixed-n) bounds.
-  A settled ``min_score`` has an anytime bound beyond the limit, and the gate's fixed-n bound is
-  narrower, so it decides the same way.
+- When the run stops, the gate decides on the resamplings it ran with its own (fixed-n) bound
+  (`stats.mean_bound`: Gaffke's bound on the per-instance means, plus t on the resamplings'
+  means where fixed mode sampled its formats). That bound is not always the narrower one: in
+  fixed mode its two parts are added at alpha/2 each, and a stop on the anytime bounds alone
+  left the gate failing 1.5% of the gates it had stopped as settled passes (100 instances, a
+  model 0.10 above its limit, where the full gate fails 0.7%). So a verdict counts as settled
+  only when the gate's own bound on the rows run decides it the same way (`gate_agrees`); that
+  moved the mean stopping point by less than a tenth of a resampling there.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,7 +62,7 @@ import numpy.typing as npt
 
 from pytest_reliable import stats
 from pytest_reliable.contract.thresholds import settled_by
-from pytest_reliable.contract.vocabulary import is_policy
+from pytest_reliable.contract.vocabulary import FAIL_ON_EVIDENCE, PASS_ON_EVIDENCE, is_policy
 from pytest_reliable.evaluate.evaluation import ScoreMatrix, StagedEvaluation, append_resamplings
 
 RESAMPLING_MEAN = settled_by("sequence")
@@ -83,6 +88,53 @@ def settled(direction: str, limit: float, low: float, high: float, decide: str) 
     if direction == "max":
         return high <= limit or low > limit
     raise ValueError(f"direction must be 'min' or 'max', got {direction!r}")
+
+
+GateBound = Callable[[ScoreMatrix], stats.MeanBound]
+"""The bound the gate will decide a mean threshold on, from the rows run so far
+(`verdict.summary.gate_mean_bound`, given by the session)."""
+
+
+def gate_agrees(direction: str, limit: float, low: float, high: float, gate: stats.MeanBound,
+                *, decide: str, confidence: float, family: int = 1) -> bool:
+    """Whether the gate's own bound ``gate`` decides a threshold the way anytime bounds
+    ``[low, high]`` that exclude the limit settled it (`settled`).
+
+    Only two cases can disagree: a settled pass under pass-on-evidence needs the gate's
+    unfavourable bound beyond the limit, and a settled failure under fail-on-evidence needs its
+    favourable bound short of it, at the strictest level Holm can give a family of ``family``
+    claims (alpha / family: a p-value there is rejected whatever the others). In every other
+    case the gate's bound lies on the point estimate's far side, which the anytime bounds
+    already put beyond the limit.
+    """
+    favourable = low >= limit if direction == "min" else high <= limit
+    if decide == PASS_ON_EVIDENCE and favourable:
+        if direction == "min":
+            return gate.lower(confidence) >= limit
+        return gate.upper(confidence) <= limit
+    if decide == FAIL_ON_EVIDENCE and not favourable:
+        level = 1.0 - (1.0 - confidence) / max(1, family)
+        if direction == "min":
+            return gate.upper(level) < limit
+        return gate.lower(level) > limit
+    return True
+
+
+def mean_settled(
+    direction: str, limit: float, scores: npt.NDArray[np.float64], *, decide: str,
+    confidence: float, sequence: str, t_opt: int, gate: stats.MeanBound | None = None,
+    family: int = 1,
+) -> tuple[bool, MeanBounds]:
+    """Whether a threshold on the mean is settled after the rows of ``scores``: its anytime
+    bounds exclude the limit (`settled`) and ``gate``, the gate's own bound on the same rows
+    when given, decides it the same way (`gate_agrees`). Also returns the anytime bounds."""
+    bounds = mean_bounds(scores, confidence, sequence=sequence, t_opt=t_opt)
+    if not settled(direction, limit, bounds.low, bounds.high, decide):
+        return False, bounds
+    if gate is None:
+        return True, bounds
+    return gate_agrees(direction, limit, bounds.low, bounds.high, gate, decide=decide,
+                       confidence=confidence, family=family), bounds
 
 
 @dataclass(frozen=True)
@@ -176,10 +228,12 @@ def check(
     confidence: float,
     sequence: str = SEQUENCE,
     n_planned: int | None = None,
+    gate: stats.MeanBound | None = None,
 ) -> StopDecision:
     """Whether a gate may stop after the resamplings in ``scores`` (rows, in plan order).
 
-    ``thresholds``: name -> (direction, limit) of the test's thresholds.
+    ``thresholds``: name -> (direction, limit) of the test's thresholds. ``gate``: the bound
+    the gate will decide the mean on, from the same rows (`mean_settled`).
     """
     uncovered = sorted(set(thresholds) - RESAMPLING_MEAN - CANONICAL_ONLY)
     if uncovered:
@@ -189,13 +243,16 @@ def check(
     for name, (direction, limit) in sorted(thresholds.items()):
         if name in CANONICAL_ONLY:
             continue
-        bounds = mean_bounds(scores, confidence, sequence=sequence,
-                             t_opt=max(T_OPT_FLOOR, (n_planned or 2 * n) // 4))
-        if not settled(direction, limit, bounds.low, bounds.high, decide):
-            return StopDecision(
-                False, f"{name} not settled after {n} resamplings: anytime bounds "
-                f"[{bounds.low:.4f}, {bounds.high:.4f}] contain {limit:g}"
-            )
+        done, bounds = mean_settled(
+            direction, limit, scores, decide=decide, confidence=confidence, sequence=sequence,
+            t_opt=max(T_OPT_FLOOR, (n_planned or 2 * n) // 4), gate=gate,
+            family=len(thresholds))
+        if not done:
+            why = (f"exclude {limit:g}, but the gate's own bound does not decide it so yet"
+                   if settled(direction, limit, bounds.low, bounds.high, decide)
+                   else f"contain {limit:g}")
+            return StopDecision(False, f"{name} not settled after {n} resamplings: anytime "
+                                f"bounds [{bounds.low:.4f}, {bounds.high:.4f}] {why}")
         reasons.append(f"{name} in [{bounds.low:.4f}, {bounds.high:.4f}] vs {limit:g}")
     if not reasons:
         return StopDecision(True, f"no threshold depends on the resamplings; stopped after {n}")
@@ -230,10 +287,12 @@ def run_until_settled(
     confidence: float,
     batch: int | None = None,
     sequence: str = SEQUENCE,
+    gate_bound: GateBound | None = None,
 ) -> StoppedRun:
     """Run ``staged``'s resamplings batch by batch in plan order (the canonical pass with the
     first), checking after each batch; stop when `check` says so, or after all of them.
-    ``batch``: resamplings per batch (default: `batch_size` first, then `check_step`)."""
+    ``batch``: resamplings per batch (default: `batch_size` first, then `check_step`).
+    ``gate_bound``: the gate's own bound on the rows run (see `gate_agrees`)."""
     n = staged.settings.n
     matrix = staged.run(0, min(batch or batch_size(n), n), canonical=True)
     step = batch or check_step(n)
@@ -241,7 +300,8 @@ def run_until_settled(
         if matrix.problems:  # a missing answer is never scored: no decision can rest on it
             return StoppedRun(matrix, True, "calls did not complete; stopped")
         decision = check(thresholds, matrix.scores, decide=decide, confidence=confidence,
-                         sequence=sequence, n_planned=n)
+                         sequence=sequence, n_planned=n,
+                         gate=gate_bound(matrix) if gate_bound is not None else None)
         if decision.stop:
             return StoppedRun(matrix, True, decision.reason)
         if decision.reason.startswith("not covered"):

@@ -89,7 +89,7 @@ from pytest_reliable.verdict.gate import (
 from pytest_reliable.verdict.ranges import RangeSummary
 from pytest_reliable.verdict.results import ReliableReport
 from pytest_reliable.verdict.sides import SideResults, from_matrix, judge_noise, pairwise
-from pytest_reliable.verdict.summary import Summary, check_scores, summarize
+from pytest_reliable.verdict.summary import Summary, check_scores, gate_mean_bound, summarize
 
 if TYPE_CHECKING:
     from pytest_reliable.calls.batch import BatchTransport
@@ -575,6 +575,8 @@ class ReliableSession:
         thresholds: dict[str, tuple[str, float]] = {
             name: (direction, float(getattr(spec, name)))
             for name, direction in RELIABLE_THRESHOLDS.items() if getattr(spec, name) is not None}
+        # What a stop calls settled must be what the gate will decide (`stopping.gate_agrees`).
+        gate_bound = functools.partial(gate_mean_bound, space=test.space, mode=spec.mode)
         if search == "adaptive":
             if compared:
                 thresholds[MAX_REGRESSION] = ("max", float(spec.max_regression or 0.0))
@@ -584,8 +586,10 @@ class ReliableSession:
                 peek=range_peek(test.space, mode=spec.mode, grouping=grouping,
                                 min_cells=spec.min_cells, order_group_by=spec.order_group_by),
                 keys_of=functools.partial(row_keys, test.space, grouping), grouping=grouping,
+                gate_bound=gate_bound,
             )
-        return StopEarly(n, thresholds, decide=test.decide, confidence=spec.confidence)
+        return StopEarly(n, thresholds, decide=test.decide, confidence=spec.confidence,
+                         gate_bound=gate_bound)
 
     # -- release candidate vs baseline (SPEC section 9; the work is in baseline.py) ----------
     @property

@@ -59,6 +59,13 @@ def std_bound(scores: np.ndarray, mode: str) -> stats.SpreadBound:
     return stats.sample_std_bound(scores.mean(axis=1), scores, bounded=True)
 
 
+def gate_mean_bound(matrix: ScoreMatrix, *, space: Space, mode: str) -> stats.MeanBound:
+    """The bound ``min_score`` (and every threshold on the mean) is decided on: one-way over the
+    instances, two-way where fixed mode sampled its formats (`stats.mean_bound`). Early stopping
+    and adaptive search ask it too, so that what they call settled is what the gate decides."""
+    return stats.mean_bound(matrix.scores, two_way=variants_sampled(space, matrix, mode))
+
+
 def passed_samples(canonical_scores: np.ndarray) -> np.ndarray:
     """Per instance, how many of its k canonical samples passed (`PASS_CRITERION`)."""
     return np.asarray((canonical_scores >= FULL_CREDIT).sum(axis=0), dtype=np.int64)
@@ -276,9 +283,7 @@ def summarize(
         unparsed=unparsed,
         confidence=confidence,
         interval_method=interval_method,
-        mean_bound=stats.mean_bound(
-            drawn.scores, two_way=variants_sampled(space, drawn, mode)
-        ) if drawn.scores.size else None,
+        mean_bound=gate_mean_bound(drawn, space=space, mode=mode) if drawn.scores.size else None,
         std_bound=std_bound(drawn.scores, mode) if per_resampling.size else None,
         # Each instance's k samples pass or not as a whole: 0/1 per instance, bounded exactly.
         pass_at_k_bound=stats.bounded_mean(at_k_each, of="per-instance pass@k values"),
