@@ -160,17 +160,20 @@ def run_adaptive(
         if matrix.problems:  # a missing answer is never scored: no decision can rest on it
             return AdaptiveRun(matrix, True, "calls did not complete; stopped", uniform,
                                plan_rows)
+        claims = peek(matrix, uniform, peek_confidence) if ranged else {}
+        # The gate's Holm family: a claim per group or pair of a range, one per other threshold.
+        family = len(thresholds) - len(ranged) + sum(max(1, len(claims.get(name, ())))
+                                                     for name in ranged)
         mean_open = []
         for name, (direction, limit) in sorted(thresholds.items()):
             if name in RESAMPLING_MEAN:
                 drawn = matrix.head(uniform)
                 done, _ = mean_settled(
                     direction, limit, drawn.scores, decide=decide, confidence=confidence,
-                    sequence=sequence, t_opt=max(10, n // 4), family=len(thresholds),
+                    sequence=sequence, t_opt=max(10, n // 4), family=family,
                     gate=gate_bound(drawn) if gate_bound is not None else None)
                 if not done:
                     mean_open.append(name)
-        claims = peek(matrix, uniform, peek_confidence) if ranged else {}
         open_keys: dict[str, frozenset[str]] = {}
         for name, (direction, limit) in sorted(ranged.items()):
             found = range_status(direction, limit, claims.get(name, ()), universe, decide)

@@ -166,7 +166,7 @@ def run_cell_rounds(
             return finish("calls did not complete; stopped")
         mean_open = [name for name in means if not mean_settled(
             *thresholds[name], head.scores, decide=decide, confidence=confidence,
-            sequence=sequence, t_opt=max(10, n // 4), family=len(thresholds),
+            sequence=sequence, t_opt=max(10, n // 4), family=len(plan) + others,
             gate=gate_bound(head) if gate_bound is not None else None)[0]]
         if mean_open and next_row < n:
             stop = min(n, next_row + step)
