@@ -103,9 +103,8 @@ def gate_agrees(direction: str, limit: float, low: float, high: float, gate: sta
     unfavourable bound beyond the limit, and a settled failure under fail-on-evidence needs its
     favourable bound short of it, at the strictest level Holm can give a family of ``family``
     p-values (alpha / family: a p-value there is rejected whatever the others; a range
-    threshold adds one per group or pair it claims about). In every other
-    case the gate's bound lies on the point estimate's far side, which the anytime bounds
-    already put beyond the limit.
+    threshold adds one per group or pair it claims about). In every other case the gate's bound
+    lies on the point estimate's far side, which the anytime bounds already put beyond the limit.
     """
     favourable = low >= limit if direction == "min" else high <= limit
     if decide == PASS_ON_EVIDENCE and favourable:
