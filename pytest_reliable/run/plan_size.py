@@ -106,7 +106,7 @@ def _least_passing(ok: Callable[[int], bool], low: int, high: int) -> int | None
     return hi
 
 
-# -- groups and calls ----------------------------------------------------------------------------
+# -- groups and the simulated design ------------------------------------------------------------
 @dataclass(frozen=True)
 class Grouping:
     label: str
