@@ -80,8 +80,9 @@ from scipy import stats as scipy_stats
 
 from pytest_reliable import MultipleChoice, text_model
 from pytest_reliable.contract.markers import ReliableSpec
+from pytest_reliable.run.plan_figures import resolve
+from pytest_reliable.run.plan_size import plan_design
 from pytest_reliable.run.session import ReliableSession, Settings
-from pytest_reliable.run.sizing import plan_design, resolve
 from pytest_reliable.space import Space
 
 CONFIDENCE = 0.95

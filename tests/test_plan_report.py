@@ -1,4 +1,5 @@
-"""The sizing figures of ``--reliable-plan`` (plan_report), checked against their own promises."""
+"""The sizing figures of ``--reliable-plan`` (`run.plan_figures`, `run.plan_size`), checked against
+their own promises."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import pytest
 from scipy import stats as scipy_stats
 
 from pytest_reliable import stats
-from pytest_reliable.run import sizing as plan_report
-from pytest_reliable.run.sizing import Design, RangeLayout, Resolution, TestPlan, resolve
+from pytest_reliable.run.plan_figures import Resolution, reachable, resolve
+from pytest_reliable.run.plan_size import plan_design, suggest_size
+from pytest_reliable.run.sizing import TestPlan, format_plans, plan_reliable
 from pytest_reliable.stats import power, wilson_interval
+from pytest_reliable.stats.power import Design, RangeLayout
 
 
 def _gate_pass_rate(value: float, limit: float, n_inst: int, n: int, icc: float,
@@ -139,7 +142,7 @@ def test_a_plan_survives_the_trip_through_plain_data() -> None:
                     [Resolution("min_score", 0.5, 0.6, 0.55, 0.65)], ["a note"])
     again = TestPlan.from_dict(plan.as_dict())
     assert again == plan
-    lines = plan_report.format_plans([plan])
+    lines = format_plans([plan])
     assert any("passes (estimate, no error control)" in line for line in lines)
     assert lines[-1].startswith("method: ")
 
@@ -163,7 +166,7 @@ def test_plan_uses_a_stored_n_star(tmp_path) -> None:
                    reference_model="stored-model", mode=spec.mode, eps=spec.eps,
                    delta=spec.delta, seed=0, pilot_n=session.settings.pilot_n)
     NStarStore(session.settings.store_dir).put(key, NStarEntry(7, True, 0.01))
-    plan = plan_report.plan_reliable(session, "t.py::t", data, MultipleChoice(), spec, model)
+    plan = plan_reliable(session, "t.py::t", data, MultipleChoice(), spec, model)
     assert plan.calls == 20 * (7 + 1)
 
 
@@ -394,12 +397,12 @@ def test_the_plan_suggests_the_smallest_n_at_which_every_threshold_can_go_its_wa
 
     space = _space()
     spec = ReliableSpec(space=space, n=2, min_worst=0.25, decide="fail-on-evidence")
-    found = plan_report.suggest_size(spec, space, 60, 4, "fail-on-evidence", 1000)
+    found = suggest_size(spec, space, 60, 4, "fail-on-evidence", 1000)
     assert found is not None and found.n is not None and found.n > 2
-    design, _ = plan_report.plan_design(spec, space, 60, found.n, 4, "fail-on-evidence")
-    assert plan_report.reachable("min_worst", 0.25, design)
-    below, _ = plan_report.plan_design(spec, space, 60, found.n - 1, 4, "fail-on-evidence")
-    assert not plan_report.reachable("min_worst", 0.25, below)
+    design, _ = plan_design(spec, space, 60, found.n, 4, "fail-on-evidence")
+    assert reachable("min_worst", 0.25, design)
+    below, _ = plan_design(spec, space, 60, found.n - 1, 4, "fail-on-evidence")
+    assert not reachable("min_worst", 0.25, below)
     text = found.describe("fail-on-evidence", 2)
     assert f"from n={found.n} (this test runs n=2)" in text
 
@@ -409,7 +412,7 @@ def test_the_plan_says_when_no_n_can_and_how_many_instances_would() -> None:
 
     space = _space()
     spec = ReliableSpec(space=space, n=10, k=3, min_pass_at_k=0.99)
-    found = plan_report.suggest_size(spec, space, 100, 4, "pass-on-evidence", 50)
+    found = suggest_size(spec, space, 100, 4, "pass-on-evidence", 50)
     assert found is not None and found.n is None and found.blocking == ("min_pass_at_k",)
     assert found.instances == 299  # 0.05^(1/N) >= 0.99 from N = 299 on
     text = found.describe("pass-on-evidence", 10)
@@ -423,10 +426,10 @@ def test_a_fixed_mode_fail_on_evidence_min_worst_is_sized_from_one_format_up() -
 
     space = _space()
     spec = ReliableSpec(space=space, n=8, mode="fixed", min_worst=0.2, decide="fail-on-evidence")
-    one, _ = plan_report.plan_design(spec, space, 60, 1, 4, "fail-on-evidence")
+    one, _ = plan_design(spec, space, 60, 1, 4, "fail-on-evidence")
     assert one.layout is not None and one.layout.formats == 1
-    assert plan_report.reachable("min_worst", 0.2, one)  # a format at 0 is shown below 0.2
-    found = plan_report.suggest_size(spec, space, 60, 4, "fail-on-evidence", 1000)
+    assert reachable("min_worst", 0.2, one)  # a format at 0 is shown below 0.2
+    found = suggest_size(spec, space, 60, 4, "fail-on-evidence", 1000)
     assert found is not None and found.n == 1
 
 
@@ -463,8 +466,8 @@ def test_a_search_by_cells_is_sized_through_its_own_bounds(decide: str, limit: f
     space = _wide_space()
     spec = ReliableSpec(space=space, n=8, mode="fixed", min_worst=limit, decide=decide,
                         search="adaptive")
-    uniform, _ = plan_report.plan_design(spec, space, 60, 8, 4, decide, "uniform")
-    design, _ = plan_report.plan_design(spec, space, 60, 8, 4, decide)  # the marker's search
+    uniform, _ = plan_design(spec, space, 60, 8, 4, decide, "uniform")
+    design, _ = plan_design(spec, space, 60, 8, 4, decide)  # the marker's search
     assert uniform.cells_chunk == 0 and design.cells_chunk == 10
     assert design.layout is not None and design.layout.formats == 8 and design.layout.sampled
     found = resolve("min_worst", limit, design)

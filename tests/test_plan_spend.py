@@ -12,14 +12,9 @@ import pytest
 
 from pytest_reliable import Dataset, Generation, Judge, MultipleChoice, openai_model, text_model
 from pytest_reliable.contract.markers import ReliableSpec
+from pytest_reliable.run.plan_spend import PlanSpend
 from pytest_reliable.run.session import ReliableSession, Settings
-from pytest_reliable.run.sizing import (
-    PlanBudget,
-    PlanSpend,
-    TestPlan,
-    format_plans,
-    plan_reliable,
-)
+from pytest_reliable.run.sizing import PlanBudget, TestPlan, format_plans, plan_reliable
 from pytest_reliable.space import Space
 
 # The baseline costs twice the candidate per token; the judge is priced apart.
@@ -204,7 +199,7 @@ def test_a_checklist_plan_counts_its_pairs_as_drawn_and_prices_them(tmp_path: Pa
     from pytest_reliable.checklist.run import planned_checklist
     from pytest_reliable.contract.markers import ChecklistSpec
     from pytest_reliable.plan.sampling import derive_seed
-    from pytest_reliable.run.sizing import plan_checklist
+    from pytest_reliable.run.plan_checklist import plan_checklist
 
     session = session_of(tmp_path)
     task = Classification(labels=["positive", "negative"])
@@ -231,7 +226,7 @@ def test_a_checklist_plan_counts_its_pairs_as_drawn_and_prices_them(tmp_path: Pa
 def test_a_zero_flip_rate_is_resolved_exactly(pairs: int) -> None:
     """max_flip_rate=0 passes only when no pair flips: with independent pairs at true rate v,
     (1 - v) ** pairs; the figure is the v where that is 80%."""
-    from pytest_reliable.run.sizing import resolve_checklist
+    from pytest_reliable.run.plan_checklist import resolve_checklist
 
     found = resolve_checklist("max_flip_rate", 0.0, [1] * pairs, "pass-on-evidence", 0.95)
     assert found.value is not None
@@ -247,7 +242,7 @@ def test_a_checklist_rate_figure_holds_through_the_real_gate() -> None:
     gates through gate.checklist_thresholds pass on evidence about 80% of the time."""
     import numpy as np
 
-    from pytest_reliable.run.sizing import resolve_checklist
+    from pytest_reliable.run.plan_checklist import resolve_checklist
     from pytest_reliable.verdict.gate import checklist_thresholds
 
     examples, limit = 200, 0.7

@@ -253,7 +253,7 @@ class ReliableFixture:
         session = self._state.session
         price_instead(self._item, lambda: session.checklist_models(task, self._model))
         if self._state.settings.plan:
-            from pytest_reliable.run.sizing import plan_checklist
+            from pytest_reliable.run.plan_checklist import plan_checklist
 
             plan_instead(self._item, lambda: plan_checklist(session, self._item.nodeid, dataset,
                                                             task, spec, self._model))

@@ -1,9 +1,10 @@
 """Power before any call: the true value at which a threshold goes the way its policy promises with
 80% probability, for a design of N instances x n resamplings (``--reliable-plan``).
 
-`pytest_reliable.run.sizing` plans the calls and writes the text; the numbers are here, beside
-the bounds they anticipate, so a change to a gate's bound and to its sizing is one change in one
-package. The method, in brief (`run.sizing` prints it with every plan):
+`pytest_reliable.run.sizing` plans the calls and `run.plan_figures` writes each threshold's text;
+the numbers are here, beside the bounds they anticipate, so a change to a gate's bound and to its
+sizing is one change in one package. The method, in brief (`run.plan_figures.METHOD`, printed
+with every plan):
 
 - Means (``min_score``, ``min_win_rate``): by simulation through the gate's own bound
   (`mean_values_simulated`: Gaffke's bound on the per-instance means, Clopper-Pearson when they
