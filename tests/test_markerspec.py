@@ -19,6 +19,7 @@ from pytest_reliable.contract.markers import (
     MarkerArgumentError,
     MftArguments,
     ReliableArguments,
+    ReliableSpec,
     parse_checklist,
     parse_reliable,
 )
@@ -197,3 +198,13 @@ def test_max_std_on_evidence_needs_its_minimum_resamplings(
             parse()
     else:
         parse()
+
+
+def test_the_marker_s_search_and_stop_early_win_over_the_project_s() -> None:
+    """One owner for "this test's search" and "does it stop early" (the session, the plan and
+    marker validation all ask `ReliableSpec`)."""
+    assert ReliableSpec().search_under("adaptive") == "adaptive"
+    assert ReliableSpec(search="thompson").search_under("adaptive") == "thompson"
+    assert ReliableSpec().search_under(None) == "uniform"
+    assert ReliableSpec().stops_early_under(True) is True
+    assert ReliableSpec(stop_early=False).stops_early_under(True) is False

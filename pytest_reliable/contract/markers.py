@@ -95,6 +95,16 @@ class ReliableSpec:
         if self.group_by is not None:
             return self.group_by
         return "formats" if self.mode == "fixed" else "dimensions"
+
+    def search_under(self, default: Search | None) -> Search:
+        """The test's search (SPEC 14): the marker's, else the project's ``default``
+        (``--reliable-search``), else "uniform"."""
+        return self.search or default or "uniform"
+
+    def stops_early_under(self, default: bool) -> bool:
+        """Whether the test stops once its verdicts are settled: the marker's ``stop_early``,
+        else the project's ``default`` (``--reliable-stop-early``)."""
+        return self.stop_early if self.stop_early is not None else default
     stop_early: bool | None = None
     """Stop the resamplings once every verdict is settled; None = ``--reliable-stop-early``."""
     search: Search | None = None
@@ -255,7 +265,7 @@ def _unknown(marker: str, kwargs: Mapping[str, Any], allowed: set[str]) -> None:
 def parse_reliable(
     kwargs: Mapping[str, Any], *, space_exists: Callable[[Any], bool], has_baseline: bool = True,
     n_default: int | None = None, decide_default: Policy = DEFAULT_POLICY,
-    explain_space: Callable[[Any], str] | None = None, search_default: str = "uniform",
+    explain_space: Callable[[Any], str] | None = None, search_default: Search = "uniform",
 ) -> ReliableSpec:
     """Validate ``@pytest.mark.reliable(**kwargs)``. ``search_default``: ``--reliable-search``. ``space_exists`` checks a space name;
     ``has_baseline``: whether a baseline is configured outside the marker (fixture, options);
@@ -310,7 +320,7 @@ def parse_reliable(
                                   "it needs circular=True (the cyclic shifts it is decided on)")
     spec = ReliableSpec(**values)
     check_max_std_resamplings(spec, spec.n or n_default, spec.decide or decide_default)
-    check_search(spec, spec.search or search_default, spec.decide or decide_default)
+    check_search(spec, spec.search_under(search_default), spec.decide or decide_default)
     return spec
 
 

@@ -143,11 +143,6 @@ def grouping_of(space: Any, mode: Mode, group_by: Any, instances: int, resamplin
                     layout)
 
 
-def searched(spec: Any, settings: Any = None) -> str:
-    """The test's search (SPEC section 14): its marker's, else ``--reliable-search``'s."""
-    return str(getattr(spec, "search", None) or getattr(settings, "search", None) or "uniform")
-
-
 def by_cells(spec: Any, search: str) -> bool:
     """Whether a test searched by ``search`` is decided by a search by cells
     (`evaluate.cell_rounds.applies` on its thresholds and grouping)."""
@@ -165,8 +160,9 @@ def named_thresholds(spec: Any) -> dict[str, None]:
 
 def plan_design(spec: Any, space: Any, instances: int, resamplings: int, n_options: int,
                 decide: Policy, search: str | None = None) -> tuple[Design, Grouping | None]:
-    """The design ``--reliable-plan`` simulates; ``search`` (None: the marker's, else uniform)
-    says whether a search by cells decides ``min_worst`` (`Design.cells_chunk`)."""
+    """The design ``--reliable-plan`` simulates; ``search`` (None: the marker's, else uniform:
+    `ReliableSpec.search_under`) says whether a search by cells decides ``min_worst``
+    (`Design.cells_chunk`)."""
     from pytest_reliable.evaluate import cell_rounds
 
     thresholds = [name for name in (*MIN_THRESHOLDS, *MAX_THRESHOLDS)
@@ -192,6 +188,6 @@ def plan_design(spec: Any, space: Any, instances: int, resamplings: int, n_optio
         hypotheses=max(hypotheses, 1), mode=mode, units=units or 0,
         sampled=mode == "fixed" and (units is None or resamplings < units),
         cells_chunk=(cell_rounds.chunk_for(instances)
-                     if by_cells(spec, search or searched(spec)) else 0),
+                     if by_cells(spec, search or spec.search_under(None)) else 0),
     )
     return design, grouping

@@ -551,8 +551,8 @@ class ReliableSession:
         answers the same resamplings, which adaptive search does not choose for it, so it runs
         them all in plan order)."""
         spec, settings = test.spec, self.settings
-        search = spec.search or settings.search
-        stop_early = spec.stop_early if spec.stop_early is not None else settings.stop_early
+        search = spec.search_under(settings.search)
+        stop_early = spec.stops_early_under(settings.stop_early)
         if spec.n is None and settings.n == "auto":
             reference = (
                 self.model_named(settings.reference_model) if settings.reference_model

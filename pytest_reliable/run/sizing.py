@@ -28,7 +28,6 @@ from pytest_reliable.run.plan_size import (
     by_cells,
     named_thresholds,
     plan_design,
-    searched,
     suggest_size,
 )
 from pytest_reliable.run.plan_spend import PlanSpend, Sizes, estimate_spend, judge_plan
@@ -227,7 +226,7 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
         n = int(spec.n or (settings.n if isinstance(settings.n, int) else 10))
         sizes = Sizes(n, n)
         detail = f"{instances} instances x ({_resamplings(n)} + k={k}) = {instances * (n + k)}"
-        if searched(spec, settings) == "adaptive":
+        if spec.search_under(settings.search) == "adaptive":
             detail += _adaptive_rounds(spec, n, instances, k)
     else:
         n_max = int(getattr(settings, "n_max", 1000))
@@ -282,7 +281,7 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
         likely = replace(likely, calls=calls, usd=None if spend is None else spend.total_usd)
     n_options = dataset_option_count(dataset)
     design, grouping = plan_design(spec, space, instances, n, n_options, decide,
-                                   searched(spec, settings))
+                                   spec.search_under(settings.search))
     if spec.k > 1 and (spec.temperature or 0.0) == 0.0 and \
             float(space.canonical_variant().temperature) == 0.0:
         notes.append(f"k={spec.k} at temperature 0: the k samples repeat one answer")
@@ -300,7 +299,7 @@ def plan_reliable(session: ReliableSession, nodeid: str, data: Records, task: Ta
         calls_max = worst.calls(instances, k, baseline is not None, pairwise) + shifts
     suggestion = suggest_size(spec, space, instances, n_options, decide,
                               int(getattr(settings, "n_max", None) or 1000),
-                              searched(spec, settings))
+                              spec.search_under(settings.search))
     return TestPlan(nodeid, "reliable", instances, calls, detail, decide,
                     grouping.label if grouping else None, resolutions, notes,
                     judge_calls, judge_detail, spend.as_dict() if spend is not None else None,
@@ -316,8 +315,8 @@ def _expected_stop(spec: Any, settings: Any, design: Design, resolutions: list[R
 
     if spec.n is None and settings.n == "auto":
         return ""
-    adaptive = searched(spec, settings) == "adaptive"
-    stop_early = spec.stop_early if spec.stop_early is not None else settings.stop_early
+    adaptive = spec.search_under(settings.search) == "adaptive"
+    stop_early = spec.stops_early_under(settings.stop_early)
     thresholds: dict[str, tuple[str, float]] = {
         name: (direction, float(getattr(spec, name)))
         for name, direction in RELIABLE_THRESHOLDS.items() if getattr(spec, name, None) is not None}
