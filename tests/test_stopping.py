@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -119,10 +121,11 @@ def test_a_stop_waits_until_the_gates_own_bound_decides_as_the_anytime_bounds_do
     assert first == 14  # where the anytime bounds alone stop
     gate = stats.mean_bound(scores[:first], two_way=True)
     assert gate.lower(0.95) < 0.7
-    waited = check(thresholds, scores[:first], gate=gate, **kwargs)
+    waited = check(thresholds, scores[:first], gate=lambda: gate, **kwargs)
     assert not waited.stop and "gate's own bound" in waited.reason
     stop = next((m for m in range(first + 1, 30) if check(
-        thresholds, scores[:m], gate=stats.mean_bound(scores[:m], two_way=True), **kwargs).stop),
+        thresholds, scores[:m], gate=functools.partial(stats.mean_bound, scores[:m], two_way=True),
+        **kwargs).stop),
         30)  # or the full run
     assert stats.mean_bound(scores[:stop], two_way=True).lower(0.95) >= 0.7
     assert stats.mean_bound(scores, two_way=True).lower(0.95) >= 0.7  # the full run passes

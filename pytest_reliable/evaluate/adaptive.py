@@ -48,6 +48,7 @@ from pytest_reliable.evaluate.stopping import (
     SEQUENCE,
     GateBound,
     batch_size,
+    bound_of,
     mean_settled,
     settled,
 )
@@ -171,7 +172,7 @@ def run_adaptive(
                 done, _ = mean_settled(
                     direction, limit, drawn.scores, decide=decide, confidence=confidence,
                     sequence=sequence, t_opt=max(10, n // 4), family=family,
-                    gate=gate_bound(drawn) if gate_bound is not None else None)
+                    gate=bound_of(gate_bound, drawn))
                 if not done:
                     mean_open.append(name)
         open_keys: dict[str, frozenset[str]] = {}

@@ -52,6 +52,7 @@ from pytest_reliable.evaluate.stopping import (
     SEQUENCE,
     GateBound,
     batch_size,
+    bound_of,
     mean_settled,
     settled,
 )
@@ -167,7 +168,7 @@ def run_cell_rounds(
         mean_open = [name for name in means if not mean_settled(
             *thresholds[name], head.scores, decide=decide, confidence=confidence,
             sequence=sequence, t_opt=max(10, n // 4), family=len(plan) + others,
-            gate=gate_bound(head) if gate_bound is not None else None)[0]]
+            gate=bound_of(gate_bound, head))[0]]
         if mean_open and next_row < n:
             stop = min(n, next_row + step)
             head = append_resamplings(head, staged.run(next_row, stop, canonical=False))

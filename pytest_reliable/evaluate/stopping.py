@@ -52,6 +52,7 @@ What the bounds cover, honestly:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -121,18 +122,19 @@ def gate_agrees(direction: str, limit: float, low: float, high: float, gate: sta
 
 def mean_settled(
     direction: str, limit: float, scores: npt.NDArray[np.float64], *, decide: str,
-    confidence: float, sequence: str, t_opt: int, gate: stats.MeanBound | None = None,
-    family: int = 1,
+    confidence: float, sequence: str, t_opt: int,
+    gate: Callable[[], stats.MeanBound] | None = None, family: int = 1,
 ) -> tuple[bool, MeanBounds]:
     """Whether a threshold on the mean is settled after the rows of ``scores``: its anytime
-    bounds exclude the limit (`settled`) and ``gate``, the gate's own bound on the same rows
-    when given, decides it the same way (`gate_agrees`). Also returns the anytime bounds."""
+    bounds exclude the limit (`settled`) and ``gate()``, the gate's own bound on the same rows
+    when given, decides it the same way (`gate_agrees`; asked only once the anytime bounds
+    settle, as an exact bound costs more than a look). Also returns the anytime bounds."""
     bounds = mean_bounds(scores, confidence, sequence=sequence, t_opt=t_opt)
     if not settled(direction, limit, bounds.low, bounds.high, decide):
         return False, bounds
     if gate is None:
         return True, bounds
-    return gate_agrees(direction, limit, bounds.low, bounds.high, gate, decide=decide,
+    return gate_agrees(direction, limit, bounds.low, bounds.high, gate(), decide=decide,
                        confidence=confidence, family=family), bounds
 
 
@@ -227,7 +229,7 @@ def check(
     confidence: float,
     sequence: str = SEQUENCE,
     n_planned: int | None = None,
-    gate: stats.MeanBound | None = None,
+    gate: Callable[[], stats.MeanBound] | None = None,
 ) -> StopDecision:
     """Whether a gate may stop after the resamplings in ``scores`` (rows, in plan order).
 
@@ -256,6 +258,12 @@ def check(
     if not reasons:
         return StopDecision(True, f"no threshold depends on the resamplings; stopped after {n}")
     return StopDecision(True, f"settled after {n} resamplings: " + "; ".join(reasons))
+
+
+def bound_of(gate_bound: GateBound | None, matrix: ScoreMatrix
+              ) -> Callable[[], stats.MeanBound] | None:
+    """``gate_bound`` on ``matrix``, asked when needed (`mean_settled`)."""
+    return None if gate_bound is None else functools.partial(gate_bound, matrix)
 
 
 def batch_size(n: int) -> int:
@@ -300,7 +308,7 @@ def run_until_settled(
             return StoppedRun(matrix, True, "calls did not complete; stopped")
         decision = check(thresholds, matrix.scores, decide=decide, confidence=confidence,
                          sequence=sequence, n_planned=n,
-                         gate=gate_bound(matrix) if gate_bound is not None else None)
+                         gate=bound_of(gate_bound, matrix))
         if decision.stop:
             return StoppedRun(matrix, True, decision.reason)
         if decision.reason.startswith("not covered"):

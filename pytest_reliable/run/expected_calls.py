@@ -5,19 +5,22 @@ resamplings only ``min_score`` / ``min_win_rate`` depend on (thresholds of the c
 settle after the first batch), the resamplings its stopping rule runs on simulated gates of the
 planned design (`stats.power.mean_scores_simulated`: every answer structure the plan simulates,
 the true score at the threshold's own figure, where the gate passes 80% of the time), through
-the rule itself (`evaluate.stopping.check` on each batch, as the run checks). A gate whose truth
-lies further from the limit stops sooner; one nearer runs longer; none runs more than ``n``.
+the rule itself (`evaluate.stopping.check` on each batch with the gate's own bound, as the run
+checks). A gate whose truth lies further from the limit stops sooner; one nearer runs longer;
+none runs more than ``n``.
 Ranges under adaptive search are not simulated here (their cells follow the groups' answers):
 the plan gives their worst case. No pytest here.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from pytest_reliable import stats
 from pytest_reliable.evaluate.stopping import (
     CANONICAL_ONLY,
     RESAMPLING_MEAN,
@@ -72,12 +75,19 @@ def expected_stop(design: power.Design, thresholds: Mapping[str, tuple[str, floa
             ran = first
             while ran < n and not check(
                 thresholds, gate[:ran], decide=design.decide, confidence=design.confidence,
-                n_planned=n,
+                n_planned=n, gate=functools.partial(_gate_bound, design, gate[:ran]),
             ).stop:
                 ran = min(n, ran + step)
             stops.append(ran)
         medians.append(int(np.ceil(np.median(stops))))
     return ExpectedStop(min(medians), max(medians), truth)
+
+
+def _gate_bound(design: power.Design, scores: np.ndarray) -> stats.MeanBound:
+    """The gate's own bound on these rows, as the run asks it (`verdict.summary.gate_mean_bound`:
+    two-way while a fixed-mode plan has run fewer resamplings than its space has formats)."""
+    sampled = design.mode == "fixed" and (design.units == 0 or scores.shape[0] < design.units)
+    return stats.mean_bound(scores, two_way=sampled)
 
 
 __all__ = ["EXPECTED_REPS", "ExpectedStop", "expected_stop", "settled_by_the_mean"]
