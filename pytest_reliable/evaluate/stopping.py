@@ -44,8 +44,8 @@ What the bounds cover, honestly:
   (`stats.mean_bound`: Gaffke's bound on the per-instance means, plus t on the resamplings'
   means where fixed mode sampled its formats). That bound is not always the narrower one: in
   fixed mode its two parts are added at alpha/2 each, and on the anytime bounds alone a model
-  0.10 above its limit (100 instances, n=30) failed 2.1% of 2,000 gates, mostly after a stop
-  called a settled pass, where the full gate fails 1.1%. So a verdict counts as settled only
+  0.10 above its limit (100 instances, n=30) failed 2.1% of 2,000 gates where the full gate
+  fails 1.1% (the excess: stops called settled passes). So a verdict counts as settled only
   when the gate's own bound on the rows run decides it the same way (`gate_agrees`): 1.0% then,
   and the mean stopping point moved from 10.65 to 10.68 resamplings.
 """
